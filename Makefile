@@ -1,0 +1,33 @@
+# `make run`: set up and start the registry on port 4000. `make test`: set up and run every test.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-deps setup migrate static clean bench soak
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+migrate: $(STAMP)
+	$(BIN)/python manage.py migrate --noinput
+
+static: $(STAMP)
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+
+run: migrate static
+	exec $(BIN)/gunicorn -c gunicorn.conf.py
+
+test-deps:
+	scripts/install-test-deps.sh
+
+test: $(STAMP) test-deps static
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) staticfiles .pytest_cache

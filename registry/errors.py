@@ -1,0 +1,101 @@
+"""The error catalogue: every OCI error code once, with its HTTP status, and the one renderer.
+
+Services raise domain exceptions (registry.services.exceptions); ``response_for`` turns any of them
+into the ``{"errors": [{"code", "message", "detail"}]}`` envelope with the right status.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import HttpResponse
+
+from registry.services import exceptions as exc
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    code: str
+    message: str
+    status: int
+
+
+BLOB_UNKNOWN = ErrorCode("BLOB_UNKNOWN", "blob unknown to registry", 404)
+BLOB_UPLOAD_INVALID = ErrorCode("BLOB_UPLOAD_INVALID", "blob upload invalid", 400)
+BLOB_UPLOAD_UNKNOWN = ErrorCode("BLOB_UPLOAD_UNKNOWN", "blob upload unknown to registry", 404)
+DIGEST_INVALID = ErrorCode("DIGEST_INVALID", "provided digest did not match uploaded content", 400)
+MANIFEST_BLOB_UNKNOWN = ErrorCode(
+    "MANIFEST_BLOB_UNKNOWN", "manifest references a manifest or blob unknown to registry", 400
+)
+MANIFEST_INVALID = ErrorCode("MANIFEST_INVALID", "manifest invalid", 400)
+MANIFEST_UNKNOWN = ErrorCode("MANIFEST_UNKNOWN", "manifest unknown to registry", 404)
+NAME_INVALID = ErrorCode("NAME_INVALID", "invalid repository name", 400)
+NAME_UNKNOWN = ErrorCode("NAME_UNKNOWN", "repository name not known to registry", 404)
+SIZE_INVALID = ErrorCode("SIZE_INVALID", "provided length did not match content length", 400)
+UNAUTHORIZED = ErrorCode("UNAUTHORIZED", "authentication required", 401)
+DENIED = ErrorCode("DENIED", "requested access to the resource is denied", 403)
+UNSUPPORTED = ErrorCode("UNSUPPORTED", "the operation is unsupported", 405)
+TOOMANYREQUESTS = ErrorCode("TOOMANYREQUESTS", "too many requests", 429)
+PAGINATION_NUMBER_INVALID = ErrorCode("PAGINATION_NUMBER_INVALID", "invalid number of results requested", 400)
+RANGE_INVALID = ErrorCode("RANGE_INVALID", "requested range not satisfiable", 416)
+STORAGE_FULL = ErrorCode("BLOB_UPLOAD_INVALID", "no space left on the storage device", 507)
+INTERNAL = ErrorCode("UNKNOWN", "internal server error", 500)
+
+# Domain exception -> (code, status when it differs from the code's own).
+EXCEPTION_CODES: dict[type[exc.RegistryError], tuple[ErrorCode, int | None]] = {
+    exc.NameInvalid: (NAME_INVALID, None),
+    exc.NameUnknown: (NAME_UNKNOWN, None),
+    exc.TagInvalid: (MANIFEST_INVALID, None),
+    exc.DigestInvalid: (DIGEST_INVALID, None),
+    exc.SizeInvalid: (SIZE_INVALID, None),
+    exc.BlobUnknown: (BLOB_UNKNOWN, None),
+    exc.UploadUnknown: (BLOB_UPLOAD_UNKNOWN, None),
+    exc.UploadInvalid: (BLOB_UPLOAD_INVALID, None),
+    exc.UploadOutOfOrder: (BLOB_UPLOAD_INVALID, 416),
+    exc.ManifestInvalid: (MANIFEST_INVALID, None),
+    exc.ManifestUnknown: (MANIFEST_UNKNOWN, None),
+    exc.ManifestBlobUnknown: (MANIFEST_BLOB_UNKNOWN, None),
+    exc.ManifestTooLarge: (MANIFEST_INVALID, 413),
+    exc.PaginationInvalid: (PAGINATION_NUMBER_INVALID, None),
+    exc.RangeNotSatisfiable: (RANGE_INVALID, None),
+    exc.DeleteDisabled: (UNSUPPORTED, None),
+    exc.StorageFull: (STORAGE_FULL, None),
+}
+
+
+def envelope(code: ErrorCode, message: str | None = None, detail: Any = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"code": code.code, "message": message or code.message}
+    if detail is not None:
+        entry["detail"] = detail
+    return {"errors": [entry]}
+
+
+def error_response(
+    code: ErrorCode,
+    message: str | None = None,
+    detail: Any = None,
+    status: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> HttpResponse:
+    body = envelope(code, message, detail)
+    if extra:
+        body.update(extra)
+    return HttpResponse(
+        json.dumps(body), status=status or code.status, content_type="application/json"
+    )
+
+
+def response_for(error: exc.RegistryError) -> HttpResponse:
+    for cls in type(error).__mro__:
+        if cls in EXCEPTION_CODES:
+            code, status = EXCEPTION_CODES[cls]
+            break
+    else:
+        code, status = INTERNAL, None
+    response = error_response(code, error.message or None, error.detail, status)
+    if isinstance(error, exc.UploadOutOfOrder):
+        response["Range"] = f"0-{max(error.offset - 1, 0)}"
+    if isinstance(error, exc.RangeNotSatisfiable):
+        response["Content-Range"] = f"bytes */{error.size}"
+    return response

@@ -1,0 +1,92 @@
+"""Registry metadata. Blob bytes live in storage; everything that says who has what lives here."""
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class Repository(models.Model):
+    name = models.CharField(max_length=255, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Blob(models.Model):
+    """A content-addressed blob stored once, whatever number of repositories link it."""
+
+    digest = models.CharField(max_length=200, unique=True)
+    size = models.BigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return self.digest
+
+
+class BlobLink(models.Model):
+    """A blob is reachable only through repositories it was pushed or mounted into."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="blob_links")
+    blob = models.ForeignKey(Blob, on_delete=models.CASCADE, related_name="links")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["repository", "blob"], name="uniq_blob_link")]
+
+
+class Manifest(models.Model):
+    """A manifest or index, its bytes kept exactly as pushed."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="manifests")
+    digest = models.CharField(max_length=200)
+    media_type = models.CharField(max_length=255)
+    size = models.BigIntegerField()
+    body = models.BinaryField()
+    artifact_type = models.CharField(max_length=255, blank=True, default="")
+    subject_digest = models.CharField(max_length=200, blank=True, default="")
+    annotations = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "digest"], name="uniq_manifest_digest"),
+        ]
+        indexes = [models.Index(fields=["repository", "subject_digest"], name="manifest_subject_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.repository_id}@{self.digest}"
+
+
+class ManifestReference(models.Model):
+    """A blob (config, layer) or child manifest that a manifest points to; a subject is not one."""
+
+    BLOB = "blob"
+    MANIFEST = "manifest"
+
+    manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="references")
+    digest = models.CharField(max_length=200, db_index=True)
+    kind = models.CharField(max_length=8, choices=[(BLOB, "blob"), (MANIFEST, "manifest")])
+
+
+class Tag(models.Model):
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="tags")
+    name = models.CharField(max_length=128)
+    manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="tags")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["repository", "name"], name="uniq_tag")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Upload(models.Model):
+    """An upload session; its bytes are in storage, its offset is the size of those bytes."""
+
+    id = models.CharField(max_length=32, primary_key=True)
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="uploads")
+    algorithm = models.CharField(max_length=16, default="sha256")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now, db_index=True)

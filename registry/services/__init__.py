@@ -1,0 +1,1 @@
+"""Registry services: blobs, uploads, manifests, tags, referrers, catalog. No HTTP in here."""

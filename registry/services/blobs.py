@@ -1,0 +1,99 @@
+"""Blobs as seen through a repository: stat, read, link, mount, unlink."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import BinaryIO, Callable
+
+from django.db import transaction
+
+from registry.digests import Digest
+from registry.models import Blob, BlobLink, Repository
+from registry.services.common import check_name, ensure_repository, get_repository, parse_digest
+from registry.services.exceptions import BlobUnknown, DeleteDisabled, NameUnknown
+from registry.storage import default_driver, paths
+from registry.storage.driver import PathNotFound, StorageDriver
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    digest: str
+    size: int
+
+
+def _linked(name: str, digest: Digest) -> Blob:
+    check_name(name)
+    blob = (
+        Blob.objects.filter(digest=str(digest), links__repository__name=name)
+        .only("digest", "size")
+        .first()
+    )
+    if blob is None:
+        raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)})
+    return blob
+
+
+def stat(name: str, digest_text: str) -> BlobInfo:
+    blob = _linked(name, parse_digest(digest_text))
+    return BlobInfo(blob.digest, blob.size)
+
+
+def open_blob(name: str, digest_text: str, driver: StorageDriver | None = None) -> tuple[BinaryIO, BlobInfo]:
+    digest = parse_digest(digest_text)
+    blob = _linked(name, digest)
+    try:
+        stream = (driver or default_driver()).open(paths.blob_data(digest))
+    except PathNotFound:
+        # Metadata without data: answer as unknown so that the client pushes it again.
+        raise BlobUnknown(f"blob {digest} data is missing", {"digest": str(digest)}) from None
+    return stream, BlobInfo(blob.digest, blob.size)
+
+
+def link(repository: Repository, digest: Digest, size: int) -> Blob:
+    """Record that ``repository`` holds the (already stored) blob ``digest``."""
+    with transaction.atomic():
+        blob, _ = Blob.objects.get_or_create(digest=str(digest), defaults={"size": size})
+        BlobLink.objects.get_or_create(repository=repository, blob=blob)
+    return blob
+
+
+def mount(
+    name: str,
+    digest_text: str,
+    source: str | None,
+    may_read: Callable[[str], bool] = lambda _name: True,
+    driver: StorageDriver | None = None,
+) -> BlobInfo | None:
+    """Link a blob from ``source`` (or, without it, from any readable repository) into ``name``.
+
+    Returns None when the blob cannot be mounted, so that the caller starts a normal upload.
+    """
+    check_name(name)
+    digest = Digest.parse_or_none(digest_text)
+    if digest is None:
+        return None
+    links = BlobLink.objects.filter(blob__digest=str(digest)).select_related("blob", "repository")
+    if source is not None:
+        links = links.filter(repository__name=source)
+    candidate = next((lk for lk in links[:50] if may_read(lk.repository.name)), None)
+    if candidate is None:
+        return None
+    try:
+        (driver or default_driver()).stat(paths.blob_data(digest))
+    except PathNotFound:
+        return None
+    blob = link(ensure_repository(name), digest, candidate.blob.size)
+    return BlobInfo(blob.digest, blob.size)
+
+
+def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
+    """Unlink a blob from a repository; the data goes when the garbage collector finds it unused."""
+    if not delete_enabled:
+        raise DeleteDisabled("deletes are disabled on this registry")
+    digest = parse_digest(digest_text)
+    try:
+        repository = get_repository(name)
+    except NameUnknown:
+        raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)}) from None
+    deleted, _ = BlobLink.objects.filter(repository=repository, blob__digest=str(digest)).delete()
+    if not deleted:
+        raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)})

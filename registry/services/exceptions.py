@@ -1,0 +1,87 @@
+"""Domain errors raised by the registry services. They know nothing of HTTP; registry.errors maps them."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class RegistryError(Exception):
+    """Base class. ``detail`` is optional structured context safe to show to the client."""
+
+    def __init__(self, message: str = "", detail: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+
+class NameInvalid(RegistryError):
+    pass
+
+
+class NameUnknown(RegistryError):
+    pass
+
+
+class TagInvalid(RegistryError):
+    pass
+
+
+class DigestInvalid(RegistryError):
+    pass
+
+
+class SizeInvalid(RegistryError):
+    pass
+
+
+class BlobUnknown(RegistryError):
+    pass
+
+
+class UploadUnknown(RegistryError):
+    pass
+
+
+class UploadInvalid(RegistryError):
+    pass
+
+
+class UploadOutOfOrder(RegistryError):
+    """A chunk does not start where the upload ends, or the session is busy with another chunk."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+class ManifestInvalid(RegistryError):
+    pass
+
+
+class ManifestUnknown(RegistryError):
+    pass
+
+
+class ManifestBlobUnknown(RegistryError):
+    pass
+
+
+class ManifestTooLarge(RegistryError):
+    pass
+
+
+class PaginationInvalid(RegistryError):
+    pass
+
+
+class RangeNotSatisfiable(RegistryError):
+    def __init__(self, message: str, size: int) -> None:
+        super().__init__(message)
+        self.size = size
+
+
+class DeleteDisabled(RegistryError):
+    pass
+
+
+class StorageFull(RegistryError):
+    pass

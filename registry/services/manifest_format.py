@@ -1,0 +1,156 @@
+"""Parsing and validation of OCI and Docker schema2 manifests and indexes (pure, no database)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from registry.digests import Digest
+from registry.services.exceptions import ManifestInvalid
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+IMAGE_TYPES = frozenset({OCI_MANIFEST, DOCKER_MANIFEST})
+INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
+SUPPORTED_TYPES = IMAGE_TYPES | INDEX_TYPES
+SCHEMA1_TYPES = frozenset(
+    {
+        "application/vnd.docker.distribution.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.v1+prettyjws",
+    }
+)
+# Layers that live elsewhere by design (Windows base layers): never required to be in the registry.
+FOREIGN_LAYER_TYPES = frozenset(
+    {
+        "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
+        "application/vnd.oci.image.layer.nondistributable.v1.tar",
+        "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
+        "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    media_type: str
+    digest: str
+    size: int
+    artifact_type: str = ""
+    annotations: dict[str, str] = field(default_factory=dict)
+    foreign: bool = False
+
+
+@dataclass(frozen=True)
+class ParsedManifest:
+    media_type: str
+    blobs: list[Descriptor]
+    children: list[Descriptor]
+    subject: Descriptor | None
+    artifact_type: str
+    annotations: dict[str, str]
+    config_media_type: str = ""
+
+    @property
+    def is_index(self) -> bool:
+        return self.media_type in INDEX_TYPES
+
+    @property
+    def referrer_artifact_type(self) -> str:
+        """What the referrers API reports: artifactType, else the config media type of an image."""
+        return self.artifact_type or self.config_media_type
+
+
+def base_media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _annotations(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ManifestInvalid(f"{where}annotations must be an object of strings")
+    return value
+
+
+def _descriptor(value: Any, where: str) -> Descriptor:
+    if not isinstance(value, dict):
+        raise ManifestInvalid(f"{where} must be a descriptor object")
+    media_type, digest, size = value.get("mediaType"), value.get("digest"), value.get("size")
+    if not isinstance(media_type, str) or not media_type:
+        raise ManifestInvalid(f"{where}.mediaType must be a non-empty string")
+    if not isinstance(digest, str) or Digest.parse_or_none(digest) is None:
+        raise ManifestInvalid(f"{where}.digest is not a valid digest", {"digest": str(digest)[:200]})
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ManifestInvalid(f"{where}.size must be a non-negative integer")
+    artifact_type = value.get("artifactType", "")
+    if not isinstance(artifact_type, str):
+        raise ManifestInvalid(f"{where}.artifactType must be a string")
+    urls = value.get("urls")
+    if urls is not None and not (isinstance(urls, list) and all(isinstance(u, str) for u in urls)):
+        raise ManifestInvalid(f"{where}.urls must be a list of strings")
+    return Descriptor(
+        media_type=media_type,
+        digest=digest,
+        size=size,
+        artifact_type=artifact_type,
+        annotations=_annotations(value.get("annotations"), f"{where}."),
+        foreign=bool(urls) and media_type in FOREIGN_LAYER_TYPES,
+    )
+
+
+def _media_type(doc: dict[str, Any], content_type: str) -> str:
+    declared = doc.get("mediaType")
+    if declared is not None and not isinstance(declared, str):
+        raise ManifestInvalid("mediaType must be a string")
+    if content_type in SCHEMA1_TYPES or declared in SCHEMA1_TYPES or doc.get("schemaVersion") == 1:
+        raise ManifestInvalid(
+            "Docker schema1 manifests are not supported; push an OCI or Docker schema2 manifest"
+        )
+    if declared and content_type in SUPPORTED_TYPES and declared != content_type:
+        raise ManifestInvalid(
+            f"mediaType {declared!r} does not match Content-Type {content_type!r}"
+        )
+    media_type = declared or (content_type if content_type in SUPPORTED_TYPES else "")
+    if not media_type:
+        media_type = OCI_INDEX if "manifests" in doc else OCI_MANIFEST if "config" in doc else ""
+    if media_type not in SUPPORTED_TYPES:
+        raise ManifestInvalid(f"unsupported manifest media type {media_type[:200]!r}")
+    return media_type
+
+
+def parse(body: bytes, content_type: str | None) -> ParsedManifest:
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ManifestInvalid(f"manifest is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ManifestInvalid("manifest must be a JSON object")
+    media_type = _media_type(doc, base_media_type(content_type))
+    version = doc.get("schemaVersion")
+    if isinstance(version, bool) or version != 2:
+        raise ManifestInvalid("schemaVersion must be 2")
+    artifact_type = doc.get("artifactType", "")
+    if not isinstance(artifact_type, str):
+        raise ManifestInvalid("artifactType must be a string")
+    subject = _descriptor(doc["subject"], "subject") if doc.get("subject") is not None else None
+    annotations = _annotations(doc.get("annotations"), "")
+
+    if media_type in INDEX_TYPES:
+        entries = doc.get("manifests")
+        if not isinstance(entries, list):
+            raise ManifestInvalid("manifests must be a list of descriptors")
+        children = [_descriptor(d, f"manifests[{i}]") for i, d in enumerate(entries)]
+        return ParsedManifest(media_type, [], children, subject, artifact_type, annotations)
+
+    config = _descriptor(doc.get("config"), "config")
+    layers = doc.get("layers")
+    if not isinstance(layers, list):
+        raise ManifestInvalid("layers must be a list of descriptors")
+    descriptors = [config] + [_descriptor(d, f"layers[{i}]") for i, d in enumerate(layers)]
+    return ParsedManifest(
+        media_type, descriptors, [], subject, artifact_type, annotations, config.media_type
+    )

@@ -1,0 +1,175 @@
+"""Manifests: put (with validation of what they reference), get by tag or digest, delete."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from registry.digests import Digest, is_digest_like
+from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag
+from registry.services import manifest_format
+from registry.services.common import (
+    check_name,
+    check_tag,
+    ensure_repository,
+    get_repository,
+    parse_digest,
+)
+from registry.services.exceptions import (
+    DeleteDisabled,
+    DigestInvalid,
+    ManifestBlobUnknown,
+    ManifestInvalid,
+    ManifestTooLarge,
+    ManifestUnknown,
+)
+
+
+@dataclass(frozen=True)
+class StoredManifest:
+    digest: str
+    media_type: str
+    size: int
+    body: bytes | None  # None when asked for headers only
+
+
+@dataclass(frozen=True)
+class PutResult:
+    digest: str
+    subject: str | None
+    tags: list[str]
+
+
+def _reference(reference: str) -> tuple[Digest | None, str | None]:
+    if is_digest_like(reference):
+        return parse_digest(reference), None
+    check_tag(reference)
+    return None, reference
+
+
+def put(
+    name: str,
+    reference: str,
+    body: bytes,
+    content_type: str | None,
+    max_bytes: int,
+    extra_tags: list[str] | None = None,
+) -> PutResult:
+    check_name(name)
+    by_digest, tag = _reference(reference)
+    tags = ([tag] if tag else []) + list(extra_tags or [])
+    for extra in tags:
+        check_tag(extra)
+    if len(body) > max_bytes:
+        raise ManifestTooLarge(f"manifest of {len(body)} bytes is over the limit of {max_bytes}")
+    digest = Digest.of(body, by_digest.algorithm if by_digest else "sha256")
+    if by_digest is not None and digest != by_digest:
+        raise DigestInvalid(
+            f"manifest digest {digest} does not match reference {by_digest}", {"digest": str(by_digest)}
+        )
+    parsed = manifest_format.parse(body, content_type)
+    repository = ensure_repository(name)
+    for _attempt in range(3):
+        try:
+            with transaction.atomic():
+                _check_references(repository, parsed)
+                manifest = _store(repository, str(digest), body, parsed)
+                now = timezone.now()
+                for tag_name in dict.fromkeys(tags):
+                    Tag.objects.update_or_create(
+                        repository=repository,
+                        name=tag_name,
+                        defaults={"manifest": manifest, "updated_at": now},
+                    )
+            break
+        except IntegrityError:
+            continue  # a concurrent push of the same manifest or tag won: retry against its rows
+    else:
+        raise ManifestInvalid("manifest could not be stored because of concurrent updates")
+    return PutResult(str(digest), parsed.subject.digest if parsed.subject else None, list(dict.fromkeys(tags)))
+
+
+def _check_references(repository: Repository, parsed: manifest_format.ParsedManifest) -> None:
+    wanted = {d.digest for d in parsed.blobs if not d.foreign}
+    if wanted:
+        present = set(
+            BlobLink.objects.filter(repository=repository, blob__digest__in=wanted).values_list(
+                "blob__digest", flat=True
+            )
+        )
+        missing = sorted(wanted - present)
+        if missing:
+            raise ManifestBlobUnknown(
+                f"blob {missing[0]} is not in repository {repository.name!r}", {"digest": missing[0]}
+            )
+    children = {d.digest for d in parsed.children}
+    if children:
+        present = set(
+            Manifest.objects.filter(repository=repository, digest__in=children).values_list(
+                "digest", flat=True
+            )
+        )
+        missing = sorted(children - present)
+        if missing:
+            raise ManifestBlobUnknown(
+                f"manifest {missing[0]} is not in repository {repository.name!r}", {"digest": missing[0]}
+            )
+
+
+def _store(
+    repository: Repository, digest: str, body: bytes, parsed: manifest_format.ParsedManifest
+) -> Manifest:
+    existing = Manifest.objects.filter(repository=repository, digest=digest).only("id").first()
+    if existing is not None:
+        return existing
+    manifest = Manifest.objects.create(
+        repository=repository,
+        digest=digest,
+        media_type=parsed.media_type,
+        size=len(body),
+        body=body,
+        artifact_type=parsed.referrer_artifact_type,
+        subject_digest=parsed.subject.digest if parsed.subject else "",
+        annotations=parsed.annotations,
+    )
+    refs = [
+        ManifestReference(manifest=manifest, digest=d.digest, kind=ManifestReference.BLOB)
+        for d in parsed.blobs
+        if not d.foreign
+    ] + [
+        ManifestReference(manifest=manifest, digest=d.digest, kind=ManifestReference.MANIFEST)
+        for d in parsed.children
+    ]
+    ManifestReference.objects.bulk_create(refs)
+    return manifest
+
+
+def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
+    check_name(name)
+    by_digest, tag = _reference(reference)
+    fields = ["digest", "media_type", "size"] + (["body"] if with_body else [])
+    if by_digest is not None:
+        query = Manifest.objects.filter(repository__name=name, digest=str(by_digest))
+    else:
+        query = Manifest.objects.filter(tags__repository__name=name, tags__name=tag)
+    row = query.values_list(*fields).first()
+    if row is None:
+        raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")
+    body = bytes(row[3]) if with_body else None
+    return StoredManifest(row[0], row[1], row[2], body)
+
+
+def delete(name: str, reference: str, delete_enabled: bool) -> None:
+    """Delete by digest removes the manifest and every tag on it; by tag removes only the tag."""
+    if not delete_enabled:
+        raise DeleteDisabled("deletes are disabled on this registry")
+    check_name(name)
+    by_digest, tag = _reference(reference)
+    repository = get_repository(name)
+    if by_digest is not None:
+        deleted, _ = Manifest.objects.filter(repository=repository, digest=str(by_digest)).delete()
+    else:
+        deleted, _ = Tag.objects.filter(repository=repository, name=tag).delete()
+    if not deleted:
+        raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")

@@ -1,0 +1,190 @@
+"""Filesystem storage driver: atomic writes (temp file, fsync, rename, directory fsync)."""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from registry.storage.driver import (
+    FileInfo,
+    InvalidPath,
+    PathNotFound,
+    StorageError,
+    StorageFull,
+    WriterBusy,
+)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _translate(exc: OSError, path: str) -> StorageError:
+    if exc.errno == errno.ENOENT:
+        return PathNotFound(path)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageFull(f"no space left on the storage device writing {path}")
+    return StorageError(f"{exc.strerror or exc} ({path})")
+
+
+class FileWriter:
+    """Appends to one file under an exclusive lock; ``cancel`` truncates back to the starting size."""
+
+    def __init__(self, full: Path, path: str, append: bool) -> None:
+        self._path = path
+        full.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+        self._fd = os.open(full, flags, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            raise WriterBusy(f"{path} is being written by another request") from None
+        self._start = os.fstat(self._fd).st_size
+        self._size = self._start
+        self._closed = False
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def write(self, data: bytes) -> int:
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+                self._size += written
+        except OSError as exc:
+            raise _translate(exc, self._path) from exc
+        return len(data)
+
+    def commit(self) -> None:
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            self.cancel()
+            raise _translate(exc, self._path) from exc
+        self._close()
+
+    def cancel(self) -> None:
+        if self._closed:
+            return
+        try:
+            os.ftruncate(self._fd, self._start)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self._fd)  # closing the descriptor releases the flock
+
+
+class FilesystemDriver:
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _full(self, path: str) -> Path:
+        parts = path.split("/")
+        if (
+            not path
+            or path.startswith("/")
+            or "\x00" in path
+            or any(part in ("", ".", "..") for part in parts)
+        ):
+            raise InvalidPath(path)
+        return self.root.joinpath(*parts)
+
+    def read(self, path: str) -> bytes:
+        try:
+            return self._full(path).read_bytes()
+        except OSError as exc:
+            raise _translate(exc, path) from exc
+
+    def write(self, path: str, data: bytes) -> None:
+        full = self._full(path)
+        tmp = full.with_name(f".{full.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            full.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, full)
+            _fsync_dir(full.parent)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise _translate(exc, path) from exc
+
+    def open(self, path: str, offset: int = 0) -> BinaryIO:
+        try:
+            fh = open(self._full(path), "rb")
+        except OSError as exc:
+            raise _translate(exc, path) from exc
+        if offset:
+            fh.seek(offset)
+        return fh
+
+    def writer(self, path: str, append: bool = False) -> FileWriter:
+        try:
+            return FileWriter(self._full(path), path, append)
+        except OSError as exc:
+            raise _translate(exc, path) from exc
+
+    def stat(self, path: str) -> FileInfo:
+        try:
+            st = self._full(path).stat()
+        except OSError as exc:
+            raise _translate(exc, path) from exc
+        is_dir = os.path.isdir(self._full(path))
+        return FileInfo(path, 0 if is_dir else st.st_size, st.st_mtime, is_dir)
+
+    def list(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self._full(path)))
+        except OSError as exc:
+            raise _translate(exc, path) from exc
+
+    def move(self, source: str, dest: str) -> None:
+        src, dst = self._full(source), self._full(dest)
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+            _fsync_dir(dst.parent)
+        except OSError as exc:
+            raise _translate(exc, source) from exc
+
+    def delete(self, path: str) -> None:
+        full = self._full(path)
+        try:
+            if full.is_dir() and not full.is_symlink():
+                shutil.rmtree(full)
+            else:
+                full.unlink()
+        except OSError as exc:
+            raise _translate(exc, path) from exc
+
+    def walk(self, path: str) -> Iterator[FileInfo]:
+        base = self._full(path)
+        for dirpath, _dirs, files in os.walk(base):
+            for name in sorted(files):
+                full = Path(dirpath, name)
+                try:
+                    st = full.stat()
+                except FileNotFoundError:
+                    continue  # removed while walking
+                rel = full.relative_to(self.root).as_posix()
+                yield FileInfo(rel, st.st_size, st.st_mtime, False)
+
+    def free_bytes(self) -> int:
+        return shutil.disk_usage(self.root).free

@@ -1,0 +1,54 @@
+"""Every on-disk path of the registry is built here and nowhere else.
+
+Layout below the storage root::
+
+    blobs/<algorithm>/<first two hex>/<hex>/data    content-addressed blob data, stored once
+    uploads/<upload id>/data                         bytes of an upload session in progress
+    _probe/<random>                                  readiness probe files
+
+Repository membership, manifests and tags live in the database, not in this tree. The inputs are
+validated again here, so that no caller can build a path outside the tree by mistake.
+"""
+from __future__ import annotations
+
+import re
+
+from registry.digests import Digest
+
+_UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
+
+BLOBS = "blobs"
+UPLOADS = "uploads"
+PROBES = "_probe"
+
+
+def blob_dir(digest: Digest) -> str:
+    return f"{BLOBS}/{digest.algorithm}/{digest.hex[:2]}/{digest.hex}"
+
+
+def blob_data(digest: Digest) -> str:
+    return f"{blob_dir(digest)}/data"
+
+
+def upload_dir(upload_id: str) -> str:
+    if not _UPLOAD_ID.fullmatch(upload_id):
+        raise ValueError(f"invalid upload id {upload_id!r}")
+    return f"{UPLOADS}/{upload_id}"
+
+
+def upload_data(upload_id: str) -> str:
+    return f"{upload_dir(upload_id)}/data"
+
+
+def probe(name: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{8,64}", name):
+        raise ValueError(f"invalid probe name {name!r}")
+    return f"{PROBES}/{name}"
+
+
+def digest_from_blob_path(path: str) -> Digest | None:
+    """The digest a ``blobs/<alg>/<xx>/<hex>/data`` path stores, or None for anything else."""
+    parts = path.split("/")
+    if len(parts) != 5 or parts[0] != BLOBS or parts[4] != "data" or parts[2] != parts[3][:2]:
+        return None
+    return Digest.parse_or_none(f"{parts[1]}:{parts[3]}")

@@ -1,0 +1,19 @@
+"""Registry API routes. ``name`` may hold slashes; the services check it against the OCI grammar."""
+from __future__ import annotations
+
+from django.urls import re_path
+
+from registry.views import blobs, listing, manifests, uploads
+
+NAME = r"(?P<name>.+)"
+
+urlpatterns = [
+    re_path(r"^v2/?$", listing.base, name="base"),
+    re_path(r"^v2/_catalog$", listing.catalog_list, name="catalog"),
+    re_path(rf"^v2/{NAME}/tags/list$", listing.tags_list, name="tags"),
+    re_path(rf"^v2/{NAME}/manifests/(?P<reference>[^/]+)$", manifests.manifest, name="manifest"),
+    re_path(rf"^v2/{NAME}/blobs/uploads/?$", uploads.upload_start, name="upload-start"),
+    re_path(rf"^v2/{NAME}/blobs/uploads/(?P<upload_id>[^/]+)$", uploads.upload_session, name="upload-session"),
+    re_path(rf"^v2/{NAME}/blobs/(?P<digest>[^/]+)$", blobs.blob, name="blob"),
+    re_path(rf"^v2/{NAME}/referrers/(?P<digest>[^/]+)$", listing.referrers_list, name="referrers"),
+]

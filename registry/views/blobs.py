@@ -1,0 +1,52 @@
+"""Blob views: HEAD/GET (with Range) and DELETE."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import FileResponse, HttpRequest, HttpResponse
+
+from registry.http import RangeFile, Unsatisfiable, parse_range
+from registry.services import blobs
+from registry.services.exceptions import RangeNotSatisfiable
+from registry.views.base import empty, registry_view
+
+BLOCK_SIZE = 1024 * 1024
+
+
+def _headers(response: HttpResponse, info: blobs.BlobInfo) -> None:
+    response["Docker-Content-Digest"] = info.digest
+    response["ETag"] = f'"{info.digest}"'
+    response["Accept-Ranges"] = "bytes"
+    response["Cache-Control"] = "max-age=31536000"
+    response["X-Content-Type-Options"] = "nosniff"
+
+
+@registry_view("GET", "DELETE")
+def blob(request: HttpRequest, name: str, digest: str) -> HttpResponse:
+    if request.method == "DELETE":
+        blobs.delete(name, digest, settings.REGISTRY_DELETE_ENABLED)
+        return empty(202)
+    if request.method == "HEAD":
+        info = blobs.stat(name, digest)
+        response = empty(200)
+        response["Content-Type"] = "application/octet-stream"
+        response["Content-Length"] = str(info.size)
+        _headers(response, info)
+        return response
+    stream, info = blobs.open_blob(name, digest)
+    try:
+        window = parse_range(request.headers.get("Range"), info.size)
+    except Unsatisfiable:
+        stream.close()
+        raise RangeNotSatisfiable(f"range not satisfiable for a blob of {info.size} bytes", info.size) from None
+    if window is None:
+        response = FileResponse(stream, content_type="application/octet-stream")
+        response["Content-Length"] = str(info.size)
+    else:
+        start, end = window
+        response = FileResponse(RangeFile(stream, start, end - start + 1), status=206,
+                                content_type="application/octet-stream")
+        response["Content-Length"] = str(end - start + 1)
+        response["Content-Range"] = f"bytes {start}-{end}/{info.size}"
+    response.block_size = BLOCK_SIZE
+    _headers(response, info)
+    return response

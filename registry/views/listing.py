@@ -1,0 +1,46 @@
+"""Read-only listings: the /v2/ version check, the catalog, tags, referrers."""
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+
+from registry.http import next_link
+from registry.services import catalog, referrers, tags
+from registry.services.manifest_format import OCI_INDEX
+from registry.services.pagination import parse_limit
+from registry.views.base import json_response, registry_view
+
+
+@registry_view("GET")
+def base(request: HttpRequest) -> HttpResponse:
+    return json_response({})
+
+
+@registry_view("GET")
+def catalog_list(request: HttpRequest) -> HttpResponse:
+    n = parse_limit(request.GET.get("n"), catalog.DEFAULT_ENTRIES, catalog.MAX_ENTRIES, strict=True)
+    assert n is not None
+    page = catalog.list_repositories(n, request.GET.get("last"))
+    response = json_response({"repositories": page.items})
+    if page.more:
+        response["Link"] = next_link("/v2/_catalog", {"n": n, "last": page.items[-1]})
+    return response
+
+
+@registry_view("GET")
+def tags_list(request: HttpRequest, name: str) -> HttpResponse:
+    n = parse_limit(request.GET.get("n"), None, tags.MAX_TAGS, strict=False)
+    page = tags.list_tags(name, n, request.GET.get("last"))
+    response = json_response({"name": name, "tags": page.items})
+    if page.more and n:
+        response["Link"] = next_link(f"/v2/{name}/tags/list", {"n": n, "last": page.items[-1]})
+    return response
+
+
+@registry_view("GET")
+def referrers_list(request: HttpRequest, name: str, digest: str) -> HttpResponse:
+    artifact_type = request.GET.get("artifactType") or None
+    index = referrers.referrers(name, digest, artifact_type)
+    response = json_response(index, content_type=OCI_INDEX)
+    if artifact_type:
+        response["OCI-Filters-Applied"] = "artifactType"
+    return response

@@ -1,0 +1,57 @@
+"""Upload views: start (POST, with mount and monolithic variants) and the session (GET/PATCH/PUT/DELETE)."""
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+
+from registry.http import has_body, parse_content_range, request_body
+from registry.services import blobs, uploads
+from registry.services.exceptions import DigestInvalid
+from registry.views.base import empty, registry_view
+
+
+def _session_response(status: int, session: uploads.UploadStatus) -> HttpResponse:
+    return empty(
+        status,
+        Location=f"/v2/{session.name}/blobs/uploads/{session.id}",
+        Range=f"0-{max(session.offset - 1, 0)}",
+        Docker_Upload_UUID=session.id,
+    )
+
+
+def _created(name: str, info: blobs.BlobInfo) -> HttpResponse:
+    return empty(201, Location=f"/v2/{name}/blobs/{info.digest}", Docker_Content_Digest=info.digest)
+
+
+@registry_view("POST")
+def upload_start(request: HttpRequest, name: str) -> HttpResponse:
+    mount = request.GET.get("mount")
+    if mount:
+        # Roles are registry-wide, so a caller allowed to push may read every source repository.
+        mounted = blobs.mount(name, mount, request.GET.get("from"))
+        if mounted is not None:
+            return _created(name, mounted)
+    digest = request.GET.get("digest")
+    if digest:
+        return _created(name, uploads.monolithic(name, digest, request_body(request)))
+    session = uploads.start(name, request.GET.get("digest-algorithm") or "sha256")
+    return _session_response(202, session)
+
+
+@registry_view("GET", "PATCH", "PUT", "DELETE")
+def upload_session(request: HttpRequest, name: str, upload_id: str) -> HttpResponse:
+    if request.method == "PATCH":
+        content_range = parse_content_range(request.headers.get("Content-Range"))
+        session = uploads.append(name, upload_id, request_body(request), content_range)
+        return _session_response(202, session)
+    if request.method == "PUT":
+        digest = request.GET.get("digest")
+        if not digest:
+            raise DigestInvalid("the digest query parameter is required to complete an upload")
+        body = request_body(request)
+        content_range = parse_content_range(request.headers.get("Content-Range"))
+        info = uploads.finish(name, upload_id, digest, body if has_body(body) else None, content_range)
+        return _created(name, info)
+    if request.method == "DELETE":
+        uploads.cancel(name, upload_id)
+        return empty(204)
+    return _session_response(204, uploads.status(name, upload_id))

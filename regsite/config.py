@@ -1,0 +1,221 @@
+"""Service configuration: one TOML file plus ``SVC_<TABLE>_<KEY>`` environment overrides.
+
+The file's path comes from ``SVC_CONFIG`` (default ``config.toml`` in the working directory; the file
+is optional). Every key has a default here, and its type is the type of that default. Environment
+variables win over the file. Anything wrong stops start-up with one line naming the key.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import unquote, urlsplit
+
+import tomli
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "server": {
+        "bind": "0.0.0.0:4000",
+        "workers": 2,
+        "threads": 8,
+        "timeout": 300,
+        "keepalive": 75,
+        "log_level": "info",
+        "secret_key_file": "data/secret_key",
+    },
+    "storage": {
+        "root": "data/registry",
+        "min_free_bytes": 100 * 1024 * 1024,
+    },
+    "database": {
+        "url": "sqlite:///data/db.sqlite3",
+    },
+    "registry": {
+        "delete_enabled": True,
+        "max_manifest_bytes": 4 * 1024 * 1024,
+        "upload_expiry_hours": 24,
+    },
+    "auth": {
+        "enabled": False,
+        "htpasswd_file": "users.htpasswd",
+        "token_storage": "data/tokens",
+    },
+    "gc": {
+        "interval_hours": 0,
+        "grace_hours": 24,
+    },
+}
+
+# Keys whose integer value must be positive (a zero or negative value is a mistake, not a choice).
+POSITIVE_INTS = {
+    ("server", "workers"),
+    ("server", "threads"),
+    ("server", "timeout"),
+    ("registry", "max_manifest_bytes"),
+    ("registry", "upload_expiry_hours"),
+}
+LOG_LEVELS = {"debug", "info", "warning", "error", "critical"}
+
+
+class ConfigError(Exception):
+    """A configuration value is missing, unknown or of the wrong type."""
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+
+
+def _coerce(key: str, default: Any, value: Any, from_env: bool) -> Any:
+    if isinstance(default, bool):
+        if from_env:
+            return _parse_bool(key, value)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if isinstance(default, int):
+        if from_env:
+            try:
+                return int(value.strip())
+            except ValueError:
+                raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    return value
+
+
+def load(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Return the merged configuration: defaults < TOML file < environment."""
+    env = os.environ if environ is None else environ
+    path = Path(env.get("SVC_CONFIG", "config.toml"))
+    file_values: dict[str, Any] = {}
+    if path.exists():
+        try:
+            with path.open("rb") as fh:
+                file_values = tomli.load(fh)
+        except (OSError, tomli.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read configuration file: {exc}") from None
+    elif "SVC_CONFIG" in env:
+        raise ConfigError(f"SVC_CONFIG: configuration file {path} does not exist")
+
+    merged: dict[str, dict[str, Any]] = {table: dict(keys) for table, keys in DEFAULTS.items()}
+    for table, keys in file_values.items():
+        if table not in DEFAULTS:
+            raise ConfigError(f"[{table}]: unknown table in {path}")
+        if not isinstance(keys, dict):
+            raise ConfigError(f"[{table}]: expected a table in {path}")
+        for key, value in keys.items():
+            if key not in DEFAULTS[table]:
+                raise ConfigError(f"[{table}] {key}: unknown key in {path}")
+            merged[table][key] = _coerce(f"[{table}] {key}", DEFAULTS[table][key], value, False)
+
+    for name, raw in env.items():
+        if not name.startswith("SVC_") or name == "SVC_CONFIG":
+            continue
+        table, key = _env_target(name)
+        if table is None:
+            continue
+        merged[table][key] = _coerce(name, DEFAULTS[table][key], raw, True)
+
+    _validate(merged)
+    return merged
+
+
+def _env_target(name: str) -> tuple[str | None, str]:
+    rest = name[len("SVC_"):].lower()
+    for table, keys in DEFAULTS.items():
+        prefix = table + "_"
+        if rest.startswith(prefix) and rest[len(prefix):] in keys:
+            return table, rest[len(prefix):]
+    return None, ""
+
+
+def _validate(cfg: dict[str, dict[str, Any]]) -> None:
+    for table, key in POSITIVE_INTS:
+        if cfg[table][key] <= 0:
+            raise ConfigError(f"[{table}] {key}: must be a positive integer, got {cfg[table][key]}")
+    for table, key in (("storage", "min_free_bytes"), ("gc", "interval_hours"), ("gc", "grace_hours")):
+        if cfg[table][key] < 0:
+            raise ConfigError(f"[{table}] {key}: must not be negative, got {cfg[table][key]}")
+    if cfg["server"]["log_level"].lower() not in LOG_LEVELS:
+        raise ConfigError(
+            f"[server] log_level: expected one of {', '.join(sorted(LOG_LEVELS))}, "
+            f"got {cfg['server']['log_level']!r}"
+        )
+    database_settings(cfg["database"]["url"])
+
+
+def database_settings(url: str) -> dict[str, Any]:
+    """Translate ``[database] url`` into a Django DATABASES entry."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        # sqlite:///relative/path and sqlite:////absolute/path, as SQLAlchemy spells them.
+        name = parts.path[1:] if parts.path.startswith("/") else parts.path
+        if not name:
+            raise ConfigError(f"[database] url: no database path in {url!r}")
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": name,
+            "OPTIONS": {
+                # WAL lets readers run beside the one writer; IMMEDIATE takes the write lock at BEGIN
+                # so two workers never deadlock upgrading read locks, and the timeout waits for it.
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    if parts.scheme in {"postgres", "postgresql"}:
+        if not parts.path.strip("/"):
+            raise ConfigError(f"[database] url: no database name in {_redact(url)!r}")
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parts.path.strip("/")),
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+            "CONN_MAX_AGE": 60,
+        }
+    raise ConfigError(
+        f"[database] url: expected sqlite:///path or postgresql://..., got {_redact(url)!r}"
+    )
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@")
+    return url
+
+
+def ensure_writable_dir(key: str, path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{key}: cannot create directory {path}: {exc.strerror}") from None
+    if not path.is_dir():
+        raise ConfigError(f"{key}: {path} is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key}: directory {path} is not writable")
+
+
+def load_or_exit(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Load and check the configuration; on error print one line and stop the process."""
+    try:
+        cfg = load(environ)
+        ensure_writable_dir("[storage] root", Path(cfg["storage"]["root"]))
+        db = database_settings(cfg["database"]["url"])
+        if db["ENGINE"].endswith("sqlite3"):
+            ensure_writable_dir("[database] url", Path(db["NAME"]).resolve().parent)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return cfg

@@ -1,0 +1,105 @@
+"""Django settings, derived entirely from regsite.config (TOML file + SVC_* environment)."""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from regsite import config
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SVC = config.load_or_exit()
+
+
+def _secret_key(path: Path) -> str:
+    # Every gunicorn worker must sign sessions with the same key, so it lives in a file made once.
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key)
+        return key
+    except FileExistsError:  # another worker created it first
+        return path.read_text().strip()
+
+
+SECRET_KEY = os.environ.get("SVC_SECRET_KEY") or _secret_key(Path(SVC["server"]["secret_key_file"]))
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+
+INSTALLED_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.staticfiles",
+    "django_prometheus",
+    "registry",
+    "tokens",
+    "ops",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+]
+
+ROOT_URLCONF = "regsite.urls"
+WSGI_APPLICATION = "regsite.wsgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": config.database_settings(SVC["database"]["url"])}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# Registry bodies are streamed by the views; Django must never buffer them into memory.
+DATA_UPLOAD_MAX_MEMORY_SIZE = None
+FILE_UPLOAD_MAX_MEMORY_SIZE = 0
+
+SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])
+REGISTRY_DELETE_ENABLED: bool = SVC["registry"]["delete_enabled"]
+REGISTRY_MAX_MANIFEST_BYTES: int = SVC["registry"]["max_manifest_bytes"]
+REGISTRY_UPLOAD_EXPIRY_HOURS: int = SVC["registry"]["upload_expiry_hours"]
+
+AUTH_ENABLED: bool = SVC["auth"]["enabled"]
+AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])
+AUTH_TOKEN_STORAGE = Path(SVC["auth"]["token_storage"])
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["stderr"], "level": SVC["server"]["log_level"].upper()},
+    "loggers": {"django.request": {"level": "ERROR"}},
+}

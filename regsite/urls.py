@@ -1,0 +1,8 @@
+"""Project URL conf: the registry API, token endpoints and the ops surfaces."""
+from __future__ import annotations
+
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("registry.urls")),
+]

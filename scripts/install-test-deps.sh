@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the system tools the test suite drives (real registry clients and helpers) when missing.
+set -euo pipefail
+
+need=()
+command -v skopeo >/dev/null || need+=(skopeo)
+command -v htpasswd >/dev/null || need+=(apache2-utils)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then SUDO=sudo; else
+        echo "missing test tools (${need[*]}) and not root: install them with apt-get" >&2
+        exit 1
+    fi
+else
+    SUDO=
+fi
+echo "installing test tools: ${need[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
