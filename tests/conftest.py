@@ -1,0 +1,31 @@
+"""Shared fixtures. Unit tests use the Django test client over an isolated storage root."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+# Settings are derived from SVC_* variables when Django first loads them: point every path of the
+# test process at a scratch directory so that no test writes into the working tree.
+_SCRATCH = Path(tempfile.mkdtemp(prefix="registry-tests-"))
+os.environ.setdefault("SVC_STORAGE_ROOT", str(_SCRATCH / "registry"))
+os.environ.setdefault("SVC_DATABASE_URL", f"sqlite:///{_SCRATCH / 'db.sqlite3'}")
+os.environ.setdefault("SVC_AUTH_TOKEN_STORAGE", str(_SCRATCH / "tokens"))
+os.environ.setdefault("SVC_SERVER_SECRET_KEY_FILE", str(_SCRATCH / "secret_key"))
+os.environ.setdefault("SVC_AUTH_HTPASSWD_FILE", str(_SCRATCH / "users.htpasswd"))
+
+import pytest  # noqa: E402
+
+from registry.storage import default_driver  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def storage_root(settings, tmp_path: Path) -> Iterator[Path]:
+    """Each test gets an empty storage root, used by the default filesystem driver."""
+    root = tmp_path / "storage"
+    root.mkdir()
+    settings.REGISTRY_STORAGE_ROOT = root
+    default_driver.cache_clear()
+    yield root
+    default_driver.cache_clear()
