@@ -1,0 +1,64 @@
+"""End-to-end fixtures: the registry under gunicorn and the skopeo client."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from tests.support.server import RegistryServer
+
+pytestmark = pytest.mark.e2e
+
+
+def require_tool(name: str) -> str:
+    """The tool's path; in CI a missing tool fails the run instead of skipping it."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed (scripts/install-test-deps.sh installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture
+def start_registry(tmp_path: Path) -> Iterator[Callable[..., RegistryServer]]:
+    """Start one or more registries: ``start_registry(SVC_AUTH_ENABLED="true", workers=3)``."""
+    servers: list[RegistryServer] = []
+
+    def start(workers: int = 2, name: str = "server", **env: str) -> RegistryServer:
+        server = RegistryServer(tmp_path / name, env_overrides=env, workers=workers)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def registry(start_registry: Callable[..., RegistryServer]) -> RegistryServer:
+    return start_registry()
+
+
+class Skopeo:
+    def __init__(self, binary: str, home: Path) -> None:
+        self.binary = binary
+        self.env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(home / "run")}
+        (home / "run").mkdir(parents=True, exist_ok=True)
+
+    def run(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True,
+                                timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"skopeo {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+
+@pytest.fixture
+def skopeo(tmp_path: Path) -> Skopeo:
+    return Skopeo(require_tool("skopeo"), tmp_path / "skopeo-home")

@@ -1,0 +1,122 @@
+"""Run the registry under gunicorn for end-to-end tests: temp data, free port, real HTTP."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RegistryServer:
+    """One gunicorn process tree serving the project from ``workdir`` (storage, db, tokens inside)."""
+
+    workdir: Path
+    env_overrides: dict[str, str] = field(default_factory=dict)
+    workers: int = 2
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "gunicorn.log"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
+        env.update(
+            {
+                "SVC_CONFIG": str(self.workdir / "config.toml"),
+                "SVC_SERVER_BIND": self.host,
+                "SVC_SERVER_WORKERS": str(self.workers),
+                "SVC_STORAGE_ROOT": str(self.workdir / "registry"),
+                "SVC_DATABASE_URL": f"sqlite:///{self.workdir / 'db.sqlite3'}",
+                "SVC_AUTH_TOKEN_STORAGE": str(self.workdir / "tokens"),
+                "SVC_AUTH_HTPASSWD_FILE": str(self.workdir / "users.htpasswd"),
+                "SVC_SERVER_SECRET_KEY_FILE": str(self.workdir / "secret_key"),
+                "DJANGO_SETTINGS_MODULE": "regsite.settings",
+            }
+        )
+        env.update(self.env_overrides)
+        return env
+
+    def manage(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``manage.py`` against this server's configuration."""
+        return subprocess.run(
+            [str(VENV_BIN / "python"), str(REPO / "manage.py"), *args],
+            cwd=REPO, env=self.env(), input=input, capture_output=True, text=True, timeout=120,
+        )
+
+    def start(self, timeout: float = 30.0) -> "RegistryServer":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "config.toml"
+        if not config.exists():
+            config.write_text("")
+        if not self.port:
+            self.port = free_port()
+        migrated = self.manage("migrate", "--noinput")
+        if migrated.returncode != 0:
+            raise RuntimeError(f"migrate failed: {migrated.stderr}")
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [str(VENV_BIN / "gunicorn"), "-c", str(REPO / "gunicorn.conf.py")],
+            cwd=REPO, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited early:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/v2/", timeout=1) as resp:
+                    if resp.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"gunicorn did not answer in {timeout}s:\n{self.log_path.read_text()[-3000:]}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL the whole process tree, as a crash would."""
+        self.stop(signal.SIGKILL)
+
+    def pids(self) -> list[int]:
+        """The gunicorn master and its workers."""
+        if self.process is None:
+            return []
+        out = subprocess.run(["pgrep", "-g", str(self.process.pid)], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
