@@ -74,14 +74,14 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
         suffix = int(last)
         if suffix == 0:
             raise Unsatisfiable()
-        return max(size - suffix, 0), size - 1
+        # A suffix of an empty body is satisfiable but holds no byte: send the (empty) whole body.
+        return (max(size - suffix, 0), size - 1) if size else None
     start = int(first)
-    end = int(last) if last else size - 1
-    if end < start:
-        return None
+    if last and int(last) < start:
+        return None  # an invalid range-spec: ignore the header
     if start >= size:
         raise Unsatisfiable()
-    return start, min(end, size - 1)
+    return start, min(int(last), size - 1) if last else size - 1
 
 
 class RangeFile:
