@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from regsite import config as _config
 
-_svc = _config.load_or_exit()
+_svc = _config.load_or_exit(serving=True)
 _server = _svc["server"]
 
 wsgi_app = "regsite.wsgi:application"

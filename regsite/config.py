@@ -207,11 +207,44 @@ def ensure_writable_dir(key: str, path: Path) -> None:
         raise ConfigError(f"{key}: directory {path} is not writable")
 
 
-def load_or_exit(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
-    """Load and check the configuration; on error print one line and stop the process."""
+def ensure_token_storage(path: Path) -> None:
+    """The token directory exists, is private to the service (0700) and writable."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+        if st.st_mode & 0o077 and st.st_uid == os.getuid():
+            path.chmod(0o700)
+    except OSError as exc:
+        raise ConfigError(f"[auth] token_storage: cannot create directory {path}: {exc.strerror}") from None
+    ensure_writable_dir("[auth] token_storage", path)
+
+
+def check_htpasswd(cfg: dict[str, dict[str, Any]]) -> None:
+    """With authentication on, the server must be able to read its htpasswd file."""
+    if not cfg["auth"]["enabled"]:
+        return
+    path = Path(cfg["auth"]["htpasswd_file"])
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"[auth] htpasswd_file: cannot read {path}: {exc.strerror}") from None
+
+
+def load_or_exit(
+    environ: Mapping[str, str] | None = None, serving: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Load and check the configuration; on error print one line and stop the process.
+
+    ``serving`` adds the checks only the server needs: manage.py must run without an htpasswd
+    file, since ``manage.py adduser`` is one way to create it.
+    """
     try:
         cfg = load(environ)
         ensure_writable_dir("[storage] root", Path(cfg["storage"]["root"]))
+        ensure_token_storage(Path(cfg["auth"]["token_storage"]))
+        if serving:
+            check_htpasswd(cfg)
         db = database_settings(cfg["database"]["url"])
         if db["ENGINE"].endswith("sqlite3"):
             ensure_writable_dir("[database] url", Path(db["NAME"]).resolve().parent)

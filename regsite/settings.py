@@ -42,6 +42,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "tokens.middleware.AuthenticationMiddleware",
 ]
 
 ROOT_URLCONF = "regsite.urls"

@@ -5,4 +5,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("registry.urls")),
+    path("", include("tokens.urls")),
 ]

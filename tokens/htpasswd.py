@@ -1,0 +1,226 @@
+"""htpasswd users: bcrypt entries only, re-read when the file changes, successful checks cached.
+
+docker sends Basic credentials with every request of a push, and a bcrypt run costs tens of
+milliseconds, so a correct password is verified at most once a minute per process and user. The
+cache key hashes the stored hash too: changing a password in the file invalidates it at once.
+Failures are never cached, and an unknown user still pays one bcrypt run so that timing does not
+tell which users exist.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bcrypt
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+BCRYPT_PREFIXES = ("$2y$", "$2a$", "$2b$")
+BCRYPT_HASH = re.compile(r"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
+BCRYPT_MAX_BYTES = 72  # bcrypt reads no further; Apache's htpasswd truncates there too
+CACHE_SECONDS = 60.0
+CACHE_MAX_ENTRIES = 4096
+DEFAULT_COST = 10
+USERNAME = re.compile(r"^[^:\s\x00-\x1f\x7f]{1,255}$")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    stamp: tuple[int, int, int] | None  # (mtime_ns, size, inode); None when unreadable
+    users: dict[str, str] = field(default_factory=dict)  # username -> bcrypt hash
+    cost: int = DEFAULT_COST  # of the first entry: the dummy check for unknown users matches it
+
+
+class HtpasswdFile:
+    """One htpasswd file, parsed again whenever its inode, size or modification time changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._snapshot = Snapshot(stamp=None)
+        self._loaded = False
+
+    def snapshot(self) -> Snapshot:
+        try:
+            st = os.stat(self.path)
+            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        if self._loaded and stamp == self._snapshot.stamp:
+            return self._snapshot
+        with self._lock:
+            if not self._loaded or stamp != self._snapshot.stamp:
+                self._snapshot = self._read(stamp)
+                self._loaded = True
+            return self._snapshot
+
+    def _read(self, stamp: tuple[int, int, int] | None) -> Snapshot:
+        try:
+            text = self.path.read_bytes().decode("utf-8", errors="replace")
+        except OSError as exc:
+            log.error("htpasswd file %s cannot be read (%s): every password check fails",
+                      self.path, exc.strerror)
+            return Snapshot(stamp=stamp)
+        users: dict[str, str] = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            username, sep, hashed = line.partition(":")
+            if not sep or not username:
+                log.warning("htpasswd file %s line %d is not user:hash; ignored", self.path, number)
+                continue
+            if username in users:
+                continue  # the first entry wins, as in Apache
+            if BCRYPT_HASH.match(hashed.strip()):
+                users[username] = hashed.strip()
+            else:
+                _warn_not_bcrypt(username, self.path)
+        cost = int(BCRYPT_HASH.match(next(iter(users.values())))[1]) if users else DEFAULT_COST
+        return Snapshot(stamp=stamp, users=users, cost=cost)
+
+
+_warned: set[tuple[str, str]] = set()
+_files: dict[Path, HtpasswdFile] = {}
+_files_lock = threading.Lock()
+_successes: dict[bytes, float] = {}
+_successes_lock = threading.Lock()
+_dummies: dict[int, bytes] = {}
+
+
+def _warn_not_bcrypt(username: str, path: Path) -> None:
+    if (str(path), username) in _warned:
+        return
+    _warned.add((str(path), username))
+    log.warning("htpasswd file %s: user %r has no bcrypt hash and can never log in; "
+                "recreate the entry with `htpasswd -B` or `manage.py adduser`", path, username)
+
+
+def current_file() -> HtpasswdFile:
+    path = Path(settings.AUTH_HTPASSWD_FILE)
+    with _files_lock:
+        if path not in _files:
+            _files[path] = HtpasswdFile(path)
+        return _files[path]
+
+
+def _secret(password: str) -> bytes:
+    return password.encode("utf-8", errors="surrogateescape")[:BCRYPT_MAX_BYTES]
+
+
+def _cache_key(username: str, password: str, stored: str) -> bytes:
+    h = hashlib.sha256()
+    for part in (username, password, stored):
+        data = part.encode("utf-8", errors="surrogateescape")
+        h.update(len(data).to_bytes(4, "big") + data)
+    return h.digest()
+
+
+def _dummy_hash(cost: int) -> bytes:
+    if cost not in _dummies:
+        _dummies[cost] = bcrypt.hashpw(b"no such user", bcrypt.gensalt(rounds=cost))
+    return _dummies[cost]
+
+
+def _remember(key: bytes) -> None:
+    now = time.monotonic()
+    with _successes_lock:
+        if len(_successes) >= CACHE_MAX_ENTRIES:
+            for stale in [k for k, until in _successes.items() if until <= now]:
+                del _successes[stale]
+            if len(_successes) >= CACHE_MAX_ENTRIES:
+                _successes.clear()
+        _successes[key] = now + CACHE_SECONDS
+
+
+def _recently_verified(key: bytes) -> bool:
+    until = _successes.get(key)
+    return until is not None and until > time.monotonic()
+
+
+def is_cached(username: str, password: str) -> bool:
+    """True when this exact password was verified for the user within the last minute."""
+    stored = current_file().snapshot().users.get(username)
+    return stored is not None and _recently_verified(_cache_key(username, password, stored))
+
+
+def check_password(username: str, password: str) -> bool:
+    snapshot = current_file().snapshot()
+    stored = snapshot.users.get(username)
+    if stored is None:
+        bcrypt.checkpw(_secret(password), _dummy_hash(snapshot.cost))
+        return False
+    key = _cache_key(username, password, stored)
+    if _recently_verified(key):
+        return True
+    try:
+        ok = bcrypt.checkpw(_secret(password), stored.encode("ascii"))
+    except ValueError:
+        return False
+    if ok:
+        _remember(key)
+    return ok
+
+
+def clear_cache() -> None:
+    with _successes_lock:
+        _successes.clear()
+
+
+def validate_username(username: str) -> None:
+    if not USERNAME.match(username):
+        raise ValueError("a username is 1 to 255 characters without ':', spaces or control characters")
+
+
+def set_password(path: Path, username: str, password: str, cost: int = DEFAULT_COST) -> bool:
+    """Write a bcrypt entry for the user, replacing an existing one; True when the user is new.
+
+    The file is rewritten atomically (temp file, fsync, rename) and keeps every other line.
+    """
+    validate_username(username)
+    secret = password.encode("utf-8")
+    if not secret:
+        raise ValueError("the password is empty")
+    if len(secret) > BCRYPT_MAX_BYTES:
+        raise ValueError(f"bcrypt uses only the first {BCRYPT_MAX_BYTES} bytes of a password; "
+                         "choose a shorter one")
+    hashed = bcrypt.hashpw(secret, bcrypt.gensalt(rounds=cost)).decode("ascii")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        lines, mode = [], 0o600
+    kept = [line for line in lines if line.partition(":")[0].strip() != username]
+    new_user = len(kept) == len(lines)
+    kept.append(f"{username}:{hashed}")
+    _atomic_write(path, "\n".join(kept) + "\n", mode)
+    return new_user
+
+
+def _atomic_write(path: Path, text: str, mode: int) -> None:
+    directory = path.resolve().parent
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

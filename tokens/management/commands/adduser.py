@@ -1,0 +1,63 @@
+"""manage.py adduser: add a user to the htpasswd file, or change a user's password (bcrypt)."""
+from __future__ import annotations
+
+import getpass
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from tokens import htpasswd
+
+
+class Command(BaseCommand):
+    help = (
+        "Write a bcrypt entry for USERNAME into the htpasswd file ([auth] htpasswd_file), creating "
+        "the file if needed and replacing the user's old entry. The password comes from "
+        "--password-stdin or is prompted for on a terminal."
+    )
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--password-stdin", action="store_true",
+                            help="Read the password from the first line of standard input.")
+        parser.add_argument("--file", help="The htpasswd file; default the configured one.")
+        parser.add_argument("--cost", type=int, default=htpasswd.DEFAULT_COST,
+                            help=f"bcrypt cost, 4..16; default {htpasswd.DEFAULT_COST}.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        stdin: TextIO = options.get("stdin") or sys.stdin
+        if not 4 <= options["cost"] <= 16:
+            raise CommandError("--cost must be between 4 and 16")
+        try:
+            htpasswd.validate_username(options["username"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        password = self._password(stdin, options["password_stdin"])
+        path = Path(options["file"] or settings.AUTH_HTPASSWD_FILE)
+        try:
+            created = htpasswd.set_password(path, options["username"], password, options["cost"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        except OSError as exc:
+            raise CommandError(f"cannot write {path}: {exc.strerror}") from None
+        verb = "Added user" if created else "Changed the password of"
+        self.stdout.write(f"{verb} {options['username']} in {path}.")
+
+    def _password(self, stdin: TextIO, from_stdin: bool) -> str:
+        if from_stdin:
+            password = stdin.readline().rstrip("\r\n")
+            if not password:
+                raise CommandError("no password on standard input")
+            return password
+        if not stdin.isatty():
+            raise CommandError("no terminal to prompt for the password: use --password-stdin")
+        password = getpass.getpass("Password: ")
+        if password != getpass.getpass("Password (again): "):
+            raise CommandError("the passwords do not match")
+        if not password:
+            raise CommandError("the password is empty")
+        return password

@@ -1,0 +1,34 @@
+"""manage.py createtoken: make an API token for a user and print it once."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from tokens import services
+
+
+class Command(BaseCommand):
+    help = (
+        "Create an API token and print it on stdout (the only time it is shown). "
+        "Registry clients log in with the username 'token' and the token as the password."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--username", required=True, help="Owner of the token.")
+        parser.add_argument("--role", default="read", help="read (pull), write (push) or admin (delete); default read.")
+        parser.add_argument("--ttl-days", type=int, default=services.DEFAULT_TTL_DAYS,
+                            help=f"Lifetime in days, 1..{services.MAX_TTL_DAYS}; default {services.DEFAULT_TTL_DAYS}.")
+        parser.add_argument("--description", default="", help="A label shown in token lists.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            created = services.create_token(options["username"], options["role"], options["ttl_days"],
+                                            options["description"])
+        except services.InvalidTokenRequest as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(created.token)
+        self.stderr.write(
+            f"Created a {created.role} token for {options['username']}, hash_prefix {created.hash_prefix}, "
+            f"expiring {created.expires_at:%Y-%m-%d %H:%M} UTC. Store it now: it is not shown again."
+        )

@@ -1,0 +1,37 @@
+"""manage.py listtokens: the API tokens on this server (never the tokens themselves)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from tokens import services
+
+COLUMNS = ("HASH_PREFIX", "OWNER", "ROLE", "CREATED", "EXPIRES", "STATE", "DESCRIPTION")
+
+
+class Command(BaseCommand):
+    help = "List API tokens by hash prefix, owner, role, creation and expiry time."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--username", help="Only this user's tokens.")
+        parser.add_argument("--json", action="store_true", help="One JSON document instead of a table.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        records = services.list_tokens(options["username"])
+        if options["json"]:
+            self.stdout.write(json.dumps({"tokens": [r.as_dict() for r in records]}, indent=2))
+            return
+        if not records:
+            self.stderr.write("No tokens.")
+            return
+        rows = [COLUMNS] + [
+            (r.hash_prefix, r.owner, r.role, f"{r.created_at:%Y-%m-%d %H:%M}",
+             f"{r.expires_at:%Y-%m-%d %H:%M}", "expired" if r.expired else "active", r.description)
+            for r in records
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+        for row in rows:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+            self.stdout.write("  ".join(cells + [row[-1]]).rstrip())

@@ -1,0 +1,168 @@
+"""Authentication for every request: sets ``request.principal`` and enforces roles on the registry API.
+
+With auth off every request is an anonymous admin. With auth on, the public paths (seed 5.4) are
+served to anyone and every other path needs Basic credentials of an htpasswd user (full access),
+Basic with the username ``token`` and an API token as the password, or ``Bearer <token>``.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+
+from registry import errors
+from registry.access import Action, action_for
+from tokens import services
+from tokens.principal import ANONYMOUS, OPEN, REQUIRED_ROLE, Principal, role_allows
+from tokens.throttle import Throttled, verify_password
+
+REALM = "svc-registry"
+CHALLENGE = f'Basic realm="{REALM}"'
+PING_PATHS = frozenset({"/v2/", "/v2"})
+TOKEN_API_PATHS = frozenset({"/api/tokens", "/api/tokens/list", "/api/tokens/revoke"})
+PUBLIC_PATHS = frozenset({"/health", "/ready", "/metrics"}) | PING_PATHS | TOKEN_API_PATHS
+PUBLIC_TREES = ("/ui", "/api-docs", "/static")
+MAX_HEADER_CHARS = 8192
+
+
+class BadCredentials(Exception):
+    pass
+
+
+def is_public(path: str) -> bool:
+    return path in PUBLIC_PATHS or any(path == t or path.startswith(t + "/") for t in PUBLIC_TREES)
+
+
+def _client_address(request: HttpRequest) -> str:
+    return request.META.get("REMOTE_ADDR") or "unknown"
+
+
+def _basic(value: str) -> tuple[str, str]:
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise BadCredentials("malformed Basic credentials") from None
+    username, sep, password = decoded.partition(":")
+    if not sep:
+        raise BadCredentials("malformed Basic credentials")
+    return username, password
+
+
+def _token_principal(token: str) -> Principal:
+    record = services.authenticate_token(token)
+    if record is None:
+        raise BadCredentials("unknown, expired or revoked token")
+    return Principal(name=record.owner, kind="token", role=record.role, hash_prefix=record.hash_prefix)
+
+
+def authenticate(request: HttpRequest) -> Principal:
+    """The caller named by the Authorization header: ANONYMOUS without one.
+
+    Raises BadCredentials for credentials that do not check out and Throttled while a user is
+    locked out after repeated failed passwords.
+    """
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    if not header:
+        return ANONYMOUS
+    if len(header) > MAX_HEADER_CHARS:
+        raise BadCredentials("Authorization header too long")
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() == "bearer":
+        return _token_principal(value.strip())
+    if scheme.lower() != "basic":
+        raise BadCredentials(f"unsupported authorization scheme {scheme[:20]!r}")
+    username, password = _basic(value)
+    if username == services.TOKEN_USERNAME:
+        return _token_principal(password)
+    if not verify_password(username, password, _client_address(request)):
+        raise BadCredentials("invalid username or password")
+    return Principal(name=username, kind="user", role="admin")
+
+
+def _registry_error(request: HttpRequest, code: errors.ErrorCode, error: str, **headers: str) -> HttpResponse:
+    response = errors.error_response(code, extra={"error": error})
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    if request.path_info.startswith("/v2"):
+        response["Docker-Distribution-API-Version"] = "registry/2.0"
+    if request.method == "HEAD":
+        response["Content-Length"] = str(len(response.content))
+        response.content = b""
+    return response
+
+
+def unauthorized(request: HttpRequest, reason: str | None = None) -> HttpResponse:
+    error = "authentication required" + (f": {reason}" if reason else "")
+    return _registry_error(request, errors.UNAUTHORIZED, error, WWW_Authenticate=CHALLENGE)
+
+
+def forbidden(request: HttpRequest, principal: Principal, action: Action) -> HttpResponse:
+    who = f"token {principal.hash_prefix}" if principal.kind == "token" else principal.name
+    error = (f"insufficient role: {who} has role {principal.role}, "
+             f"{action.value} needs {REQUIRED_ROLE[action]}")
+    return _registry_error(request, errors.DENIED, error)
+
+
+def throttled(request: HttpRequest, retry_after: int) -> HttpResponse:
+    return _registry_error(request, errors.TOOMANYREQUESTS,
+                           f"too many failed logins; retry after {retry_after} seconds",
+                           Retry_After=str(retry_after))
+
+
+def _is_docker_engine(request: HttpRequest) -> bool:
+    # The docker engine reads challenges only from a 401 (distribution's ResponseChallenges), so
+    # an open 200 ping would leave it sending every later request anonymously. skopeo, podman and
+    # containerd read the challenge on the 200 (or on any later 401) and need no exception.
+    return request.headers.get("User-Agent", "").startswith("docker/")
+
+
+class AuthenticationMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not settings.AUTH_ENABLED:
+            request.principal = OPEN
+            return self.get_response(request)
+        path = request.path_info
+        if is_public(path) and path not in PING_PATHS:
+            request.principal = self._optional_principal(request)
+            return self.get_response(request)
+        try:
+            request.principal = authenticate(request)
+        except BadCredentials as exc:
+            return unauthorized(request, str(exc))
+        except Throttled as exc:
+            return throttled(request, exc.retry_after)
+        if request.principal.is_authenticated:
+            return self.get_response(request)
+        if path not in PING_PATHS or _is_docker_engine(request):
+            return unauthorized(request)
+        # The version check stays open, but it advertises the challenge: clients send
+        # credentials on later requests only when the ping asked for them.
+        response = self.get_response(request)
+        response["WWW-Authenticate"] = CHALLENGE
+        return response
+
+    @staticmethod
+    def _optional_principal(request: HttpRequest) -> Principal:
+        # Public pages may show who is calling, but bad credentials never block them; the token
+        # endpoints take their credentials from the body and ignore the header.
+        if request.path_info in TOKEN_API_PATHS:
+            return ANONYMOUS
+        try:
+            return authenticate(request)
+        except (BadCredentials, Throttled):
+            return ANONYMOUS
+
+    def process_view(self, request: HttpRequest, view_func: Callable[..., Any],
+                     view_args: tuple[Any, ...], view_kwargs: dict[str, Any]) -> HttpResponse | None:
+        if not settings.AUTH_ENABLED or is_public(request.path_info):
+            return None
+        action = action_for(request.resolver_match.url_name, request.method)
+        if role_allows(request.principal.role, action):
+            return None
+        return forbidden(request, request.principal, action)

@@ -1,0 +1,165 @@
+"""File-backed token repository: one small JSON file per token, named by the token's SHA-256.
+
+    <token_storage>/                  0700
+        <64 hex digits of sha256>     0600  {"owner", "role", "description",
+                                             "created_at", "expires_at", "hash"}
+        .tmp-*                        a write in progress (renamed into place when complete)
+
+The token itself is never stored. Looking a token up is one hash and one open(); every gunicorn
+worker sees a revocation at once because it is the deletion of that file. A file that is not a
+well-formed record of its own name is logged and skipped: it never crashes a request and never
+grants access.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tokens.principal import ROLE_RANK
+
+log = logging.getLogger(__name__)
+
+DIGEST = re.compile(r"^[0-9a-f]{64}$")
+MAX_FILE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class StoredToken:
+    digest: str
+    owner: str
+    role: str
+    description: str
+    created_at: datetime
+    expires_at: datetime
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "owner": self.owner,
+            "role": self.role,
+            "description": self.description,
+            "created_at": self.created_at.isoformat(),
+            "expires_at": self.expires_at.isoformat(),
+            "hash": self.digest,
+        }, indent=1) + "\n"
+
+
+class CorruptRecord(ValueError):
+    pass
+
+
+def _timestamp(data: dict[str, Any], key: str) -> datetime:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise CorruptRecord(f"{key} is not a string")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise CorruptRecord(f"{key} is not an ISO 8601 time") from None
+    if parsed.tzinfo is None:
+        raise CorruptRecord(f"{key} has no time zone")
+    return parsed
+
+
+def parse_record(digest: str, raw: bytes) -> StoredToken:
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise CorruptRecord("not JSON") from None
+    if not isinstance(data, dict):
+        raise CorruptRecord("not a JSON object")
+    if data.get("hash") != digest:
+        raise CorruptRecord("its hash field does not match its file name")
+    owner, role, description = data.get("owner"), data.get("role"), data.get("description", "")
+    if not isinstance(owner, str) or not owner:
+        raise CorruptRecord("owner is missing")
+    if role not in ROLE_RANK:
+        raise CorruptRecord("role is not read, write or admin")
+    if not isinstance(description, str):
+        raise CorruptRecord("description is not a string")
+    return StoredToken(digest, owner, role, description,
+                       _timestamp(data, "created_at"), _timestamp(data, "expires_at"))
+
+
+class TokenRepository:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def ensure_directory(self) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def save(self, token: StoredToken) -> None:
+        self.ensure_directory()
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")  # mkstemp makes it 0600
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(token.to_json())
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.directory / token.digest)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self._fsync_directory()
+
+    def get(self, digest: str) -> StoredToken | None:
+        if not DIGEST.match(digest):
+            return None
+        try:
+            # O_NOFOLLOW: a symlink planted in the directory must not turn another file into a grant.
+            fd = os.open(self.directory / digest, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("token file %s cannot be opened (%s); ignored", digest[:16], exc.strerror)
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        try:
+            if len(raw) > MAX_FILE_BYTES:
+                raise CorruptRecord("larger than any token record")
+            return parse_record(digest, raw)
+        except CorruptRecord as exc:
+            log.warning("token file %s in %s is corrupt (%s); ignored", digest[:16], self.directory, exc)
+            return None
+
+    def delete(self, digest: str) -> bool:
+        try:
+            (self.directory / digest).unlink()
+        except FileNotFoundError:
+            return False
+        self._fsync_directory()
+        return True
+
+    def all(self, prefix: str = "") -> list[StoredToken]:
+        """Every readable record whose digest starts with ``prefix``; others are logged and skipped."""
+        try:
+            entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return []
+        found = []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if not DIGEST.match(entry.name):
+                log.warning("%s in token storage %s is not a token file; ignored",
+                            entry.name[:80], self.directory)
+                continue
+            if entry.name.startswith(prefix):
+                record = self.get(entry.name)
+                if record is not None:
+                    found.append(record)
+        return found
+
+    def _fsync_directory(self) -> None:
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

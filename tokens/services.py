@@ -1,0 +1,200 @@
+"""API tokens: create, list, revoke and authenticate. Pure Python over the file repository; no HTTP.
+
+A token is ``svc_`` followed by 43 URL-safe characters (256 random bits). Only its SHA-256 is
+stored; the first 16 hex digits of that hash (``hash_prefix``) name it in lists and revocations.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from tokens.htpasswd import validate_username
+from tokens.repository import StoredToken, TokenRepository
+
+ROLES = ("read", "write", "admin")
+TOKEN_PREFIX = "svc_"
+TOKEN_SHAPE = re.compile(r"^svc_[A-Za-z0-9_-]{43}$")
+HASH_PREFIX = re.compile(r"^[0-9a-fA-F]{16}$")
+HASH_PREFIX_LENGTH = 16
+DEFAULT_TTL_DAYS = 30
+MAX_TTL_DAYS = 3650
+MAX_DESCRIPTION = 256
+TOKEN_USERNAME = "token"  # Basic credentials with this username carry a token as the password
+
+
+class TokenError(Exception):
+    pass
+
+
+class InvalidTokenRequest(TokenError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class InvalidPrefix(InvalidTokenRequest):
+    def __init__(self, message: str = "hash_prefix must be 16 hexadecimal characters") -> None:
+        super().__init__("hash_prefix", message)
+
+
+class TokenNotFound(TokenError):
+    def __init__(self, hash_prefix: str) -> None:
+        super().__init__(f"no token with hash_prefix {hash_prefix}")
+        self.hash_prefix = hash_prefix
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class CreatedToken:
+    token: str
+    hash_prefix: str
+    role: str
+    description: str
+    created_at: datetime
+    expires_at: datetime
+    expires_in_days: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "token": self.token,
+            "hash_prefix": self.hash_prefix,
+            "role": self.role,
+            "description": self.description,
+            "created_at": _iso(self.created_at),
+            "expires_at": _iso(self.expires_at),
+            "expires_in_days": self.expires_in_days,
+        }
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    hash_prefix: str
+    owner: str
+    role: str
+    description: str
+    created_at: datetime
+    expires_at: datetime
+
+    @property
+    def expired(self) -> bool:
+        return _now() >= self.expires_at
+
+    @classmethod
+    def from_stored(cls, stored: StoredToken) -> TokenRecord:
+        return cls(stored.digest[:HASH_PREFIX_LENGTH], stored.owner, stored.role, stored.description,
+                   stored.created_at, stored.expires_at)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "hash_prefix": self.hash_prefix,
+            "owner": self.owner,
+            "role": self.role,
+            "description": self.description,
+            "created_at": _iso(self.created_at),
+            "expires_at": _iso(self.expires_at),
+            "expired": self.expired,
+        }
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def repository() -> TokenRepository:
+    return TokenRepository(Path(settings.AUTH_TOKEN_STORAGE))
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", errors="surrogateescape")).hexdigest()
+
+
+def validate_owner(owner: Any) -> str:
+    if not isinstance(owner, str):
+        raise InvalidTokenRequest("username", "username must be a string")
+    try:
+        validate_username(owner)
+    except ValueError as exc:
+        raise InvalidTokenRequest("username", f"username: {exc}") from None
+    if owner == TOKEN_USERNAME:
+        raise InvalidTokenRequest("username", f"username {TOKEN_USERNAME!r} is reserved for token logins")
+    return owner
+
+
+def validate_role(role: Any) -> str:
+    if not isinstance(role, str) or role not in ROLES:
+        raise InvalidTokenRequest("role", f"role must be one of {', '.join(ROLES)}")
+    return role
+
+
+def validate_ttl_days(ttl_days: Any) -> int:
+    if isinstance(ttl_days, bool) or not isinstance(ttl_days, int):
+        raise InvalidTokenRequest("ttl_days", "ttl_days must be an integer number of days")
+    if not 1 <= ttl_days <= MAX_TTL_DAYS:
+        raise InvalidTokenRequest("ttl_days", f"ttl_days must be between 1 and {MAX_TTL_DAYS}")
+    return ttl_days
+
+
+def validate_description(description: Any) -> str:
+    if not isinstance(description, str):
+        raise InvalidTokenRequest("description", "description must be a string")
+    if len(description) > MAX_DESCRIPTION:
+        raise InvalidTokenRequest("description",
+                                  f"description must be at most {MAX_DESCRIPTION} characters")
+    return description
+
+
+def create_token(owner: str, role: str = "read", ttl_days: int = DEFAULT_TTL_DAYS,
+                 description: str = "") -> CreatedToken:
+    owner = validate_owner(owner)
+    role = validate_role(role)
+    ttl_days = validate_ttl_days(ttl_days)
+    description = validate_description(description)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    created_at = _now()
+    stored = StoredToken(token_digest(token), owner, role, description, created_at,
+                         created_at + timedelta(days=ttl_days))
+    repository().save(stored)
+    return CreatedToken(token, stored.digest[:HASH_PREFIX_LENGTH], role, description, created_at,
+                        stored.expires_at, ttl_days)
+
+
+def list_tokens(owner: str | None = None) -> list[TokenRecord]:
+    records = [TokenRecord.from_stored(s) for s in repository().all()
+               if owner is None or s.owner == owner]
+    return sorted(records, key=lambda r: (r.created_at, r.hash_prefix))
+
+
+def revoke_token(owner: str | None, hash_prefix: str) -> None:
+    """Delete the token; ``owner`` None revokes anyone's (manage.py), else only the owner's."""
+    if not isinstance(hash_prefix, str) or not HASH_PREFIX.match(hash_prefix):
+        raise InvalidPrefix()
+    prefix = hash_prefix.lower()
+    repo = repository()
+    # Another user's token is "not found" too: the answer must not reveal that it exists.
+    matches = [s for s in repo.all(prefix) if owner is None or s.owner == owner]
+    if not matches:
+        raise TokenNotFound(prefix)
+    for stored in matches:
+        repo.delete(stored.digest)
+
+
+def authenticate_token(token: str) -> TokenRecord | None:
+    """The live token's record: one hash, one file lookup. None for unknown or expired tokens."""
+    if not TOKEN_SHAPE.match(token):
+        return None
+    stored = repository().get(token_digest(token))
+    if stored is None:
+        return None
+    record = TokenRecord.from_stored(stored)
+    return None if record.expired else record

@@ -1,0 +1,107 @@
+"""Token endpoints: JSON bodies carrying the username and password of an htpasswd user."""
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from tokens import services
+from tokens.services import InvalidTokenRequest, TokenNotFound
+from tokens.throttle import Throttled, verify_password
+
+MAX_BODY_BYTES = 64 * 1024
+TokenView = Callable[[HttpRequest, dict[str, Any], str], HttpResponse]
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def error(status: int, message: str, field: str | None = None, **headers: str) -> JsonResponse:
+    body: dict[str, Any] = {"error": message}
+    if field:
+        body["field"] = field
+    response = JsonResponse(body, status=status)
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def _read_json(request: HttpRequest) -> dict[str, Any]:
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise InvalidTokenRequest("body", "body: invalid Content-Length") from None
+    if declared > MAX_BODY_BYTES:
+        raise BodyTooLarge()
+    raw = request.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise BodyTooLarge()
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InvalidTokenRequest("body", "body: the request body must be JSON") from None
+    if not isinstance(data, dict):
+        raise InvalidTokenRequest("body", "body: the request body must be a JSON object")
+    return data
+
+
+def string_field(body: dict[str, Any], field: str) -> str:
+    if field not in body:
+        raise InvalidTokenRequest(field, f"{field} is required")
+    if not isinstance(body[field], str):
+        raise InvalidTokenRequest(field, f"{field} must be a string")
+    return body[field]
+
+
+def token_api(view: TokenView) -> Callable[[HttpRequest], HttpResponse]:
+    """POST only; parses the body, verifies its username and password, maps service errors."""
+
+    @csrf_exempt
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest) -> HttpResponse:
+        if request.method != "POST":
+            return error(405, f"method {request.method} is not allowed; use POST", Allow="POST")
+        try:
+            body = _read_json(request)
+            username = string_field(body, "username")
+            password = string_field(body, "password")
+            if not verify_password(username, password, request.META.get("REMOTE_ADDR") or "unknown"):
+                return error(401, "invalid username or password")
+            return view(request, body, username)
+        except BodyTooLarge:
+            return error(413, f"body: the request body must be at most {MAX_BODY_BYTES} bytes", "body")
+        except InvalidTokenRequest as exc:
+            return error(400, exc.message, exc.field)
+        except TokenNotFound as exc:
+            return error(404, str(exc), "hash_prefix")
+        except Throttled as exc:
+            return error(429, str(exc), Retry_After=str(exc.retry_after))
+
+    return wrapper
+
+
+@token_api
+def create_token(request: HttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
+    created = services.create_token(
+        username,
+        role=body.get("role", "read"),
+        ttl_days=body.get("ttl_days", services.DEFAULT_TTL_DAYS),
+        description=body.get("description", ""),
+    )
+    return JsonResponse(created.as_dict(), status=201)
+
+
+@token_api
+def list_tokens(request: HttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
+    return JsonResponse({"tokens": [record.as_dict() for record in services.list_tokens(username)]})
+
+
+@token_api
+def revoke_token(request: HttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
+    hash_prefix = string_field(body, "hash_prefix")
+    services.revoke_token(username, hash_prefix)
+    return JsonResponse({"revoked": hash_prefix.lower()})
