@@ -20,6 +20,15 @@ import pytest  # noqa: E402
 from registry.storage import default_driver  # noqa: E402
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """The test database is a file, not SQLite's shared-cache memory database: threads of a test
+    then wait for the write lock (busy timeout, IMMEDIATE transactions) as workers do in service."""
+    from django.conf import settings
+
+    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = str(_SCRATCH / "test-db.sqlite3")
+
+
 @pytest.fixture(autouse=True)
 def storage_root(settings, tmp_path: Path) -> Iterator[Path]:
     """Each test gets an empty storage root, used by the default filesystem driver."""
