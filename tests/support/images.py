@@ -126,3 +126,21 @@ def build_multiarch(root: Path, tag: str = "multi", arches: tuple[str, ...] = ("
     index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": children}).encode()
     digest = layout.tag(tag, OCI_INDEX, index)
     return Built(root, tag, digest, all_digests, total)
+
+
+def to_dir(built: Built, dest: Path) -> Path:
+    """The image as skopeo's ``dir:`` transport lays it out: ``manifest.json`` plus one file per blob.
+
+    skopeo's ``oci:`` source only resolves OCI media types, so a Docker schema2 image is pushed from
+    a ``dir:`` copy, which keeps the manifest byte for byte.
+    """
+    blobs = built.layout / "blobs" / "sha256"
+    manifest = (blobs / built.digest.split(":", 1)[1]).read_bytes()
+    dest.mkdir(parents=True)
+    (dest / "version").write_text("Directory Transport Version: 1.1\n")
+    (dest / "manifest.json").write_bytes(manifest)
+    doc = json.loads(manifest)
+    for descriptor in [doc["config"], *doc["layers"]]:
+        hex_digest = descriptor["digest"].split(":", 1)[1]
+        (dest / hex_digest).write_bytes((blobs / hex_digest).read_bytes())
+    return dest

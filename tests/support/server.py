@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -13,6 +14,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
+# gunicorn access-log line: worker pid, method, path, query, status.
+ACCESS_LOG_FORMAT = "%(p)s %(m)s %(U)s %(q)s %(s)s"
 
 
 def free_port() -> int:
@@ -120,3 +123,34 @@ class RegistryServer:
             return []
         out = subprocess.run(["pgrep", "-g", str(self.process.pid)], capture_output=True, text=True)
         return [int(p) for p in out.stdout.split()]
+
+
+def access_log_env(path: Path) -> dict[str, str]:
+    """Env for ``start_registry(**...)``: gunicorn logs every request with its worker's pid to ``path``.
+
+    GUNICORN_CMD_ARGS wins over gunicorn.conf.py, which keeps the access log off.
+    """
+    args = ["--access-logfile", str(path), "--access-logformat", ACCESS_LOG_FORMAT]
+    return {"GUNICORN_CMD_ARGS": shlex.join(args)}
+
+
+@dataclass(frozen=True)
+class AccessEntry:
+    pid: int
+    method: str
+    path: str
+    query: str
+    status: int
+
+
+def read_access_log(path: Path, at_least: int = 0, timeout: float = 5.0) -> list[AccessEntry]:
+    """The parsed access log; waits for ``at_least`` entries (gunicorn logs after replying)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        entries = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            pid, method, url_path, query, status = (line.split(" ") + [""] * 5)[:5]
+            entries.append(AccessEntry(int(pid.strip("<>")), method, url_path, query, int(status)))
+        if len(entries) >= at_least or time.monotonic() > deadline:
+            return entries
+        time.sleep(0.05)

@@ -1,0 +1,38 @@
+"""skopeo copies between two repositories of the registry by mounting blobs, not uploading them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import pytest
+
+from tests.support.images import build_image
+from tests.support.server import access_log_env, read_access_log
+
+pytestmark = pytest.mark.e2e
+
+
+def test_it_mounts_layers_across_repositories(start_registry, skopeo, tmp_path: Path) -> None:
+    log = tmp_path / "access.log"
+    registry = start_registry(**access_log_env(log))
+    image = build_image(tmp_path / "src", layers=3)
+    skopeo.run("copy", "--dest-tls-verify=false", f"oci:{image.layout}:v1",
+               f"docker://{registry.host}/team/app:v1")
+    skopeo.run("copy", "--src-tls-verify=false", "--dest-tls-verify=false",
+               f"docker://{registry.host}/team/app:v1", f"docker://{registry.host}/other/copy:v1")
+
+    mounts = [e for e in read_access_log(log) if e.method == "POST" and "mount=" in e.query]
+    assert {parse_qs(e.query)["mount"][0] for e in mounts if e.status == 201} == set(image.layer_digests)
+    assert all(parse_qs(e.query)["from"] == ["team/app"] for e in mounts if e.status == 201)
+    data_files = list((registry.workdir / "registry" / "blobs").rglob("data"))
+    assert len(data_files) == 4  # three layers and a config, each stored once
+
+    skopeo.run("delete", "--tls-verify=false", f"docker://{registry.host}/team/app:v1")
+    out = tmp_path / "out"
+    skopeo.run("copy", "--src-tls-verify=false", f"docker://{registry.host}/other/copy:v1", f"oci:{out}:v1")
+    index = json.loads((out / "index.json").read_text())
+    assert index["manifests"][0]["digest"] == image.digest
+    assert sorted(p.name for p in (out / "blobs" / "sha256").iterdir()) == sorted(
+        p.name for p in (image.layout / "blobs" / "sha256").iterdir()
+    )
