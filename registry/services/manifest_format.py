@@ -127,6 +127,9 @@ def parse(body: bytes, content_type: str | None) -> ParsedManifest:
         doc = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ManifestInvalid(f"manifest is not valid JSON: {exc}") from None
+    except RecursionError:
+        # A few MiB of "[[[[..." nest deeper than the decoder can recurse: refuse, never a 500.
+        raise ManifestInvalid("manifest JSON is nested too deeply") from None
     if not isinstance(doc, dict):
         raise ManifestInvalid("manifest must be a JSON object")
     media_type = _media_type(doc, base_media_type(content_type))
