@@ -1,6 +1,10 @@
 """gunicorn settings, read from the service configuration ([server] table, SVC_SERVER_* env)."""
 from __future__ import annotations
 
+import os as _os
+import shutil as _shutil
+import tempfile as _tempfile
+
 from regsite import config as _config
 
 _svc = _config.load_or_exit(serving=True)
@@ -25,3 +29,33 @@ limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 16384
 forwarded_allow_ips = "127.0.0.1,::1"
+
+# Prometheus multiprocess mode: each worker writes its metrics to files in this directory and a
+# scrape of /metrics sums them, so any worker reports the whole service. prometheus_client reads
+# the variable when it is first imported, which happens in the workers after this file has run.
+_METRICS_DIR_PREFIX = "svc-registry-metrics-"
+if "PROMETHEUS_MULTIPROC_DIR" not in _os.environ:
+    _os.environ["PROMETHEUS_MULTIPROC_DIR"] = _tempfile.mkdtemp(prefix=_METRICS_DIR_PREFIX)
+
+
+def on_starting(server: object) -> None:
+    # Files left by an earlier run would add its counts to this one's.
+    directory = _os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    _os.makedirs(directory, exist_ok=True)
+    for name in _os.listdir(directory):
+        if name.endswith(".db"):
+            _os.unlink(_os.path.join(directory, name))
+
+
+def child_exit(server: object, worker: object) -> None:
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]
+
+
+def on_exit(server: object) -> None:
+    # Remove the directory only when it is the temporary one made above (a SIGHUP reload runs
+    # this file again, so "made above" is told by its name, not by a variable).
+    directory = _os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    if _os.path.basename(directory).startswith(_METRICS_DIR_PREFIX):
+        _shutil.rmtree(directory, ignore_errors=True)

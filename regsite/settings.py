@@ -40,9 +40,14 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # The prometheus pair brackets everything, the request log sits outside authentication so
+    # that refusals are logged and counted too.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "ops.middleware.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "regsite.urls"
@@ -91,6 +96,7 @@ REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])
 REGISTRY_DELETE_ENABLED: bool = SVC["registry"]["delete_enabled"]
 REGISTRY_MAX_MANIFEST_BYTES: int = SVC["registry"]["max_manifest_bytes"]
 REGISTRY_UPLOAD_EXPIRY_HOURS: int = SVC["registry"]["upload_expiry_hours"]
+REGISTRY_MIN_FREE_BYTES: int = SVC["storage"]["min_free_bytes"]
 
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])
@@ -99,8 +105,18 @@ AUTH_TOKEN_STORAGE = Path(SVC["auth"]["token_storage"])
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json_line": {"format": "%(message)s"},  # ops.middleware writes each line as JSON
+    },
+    "handlers": {
+        "stderr": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "requests": {"class": "logging.StreamHandler", "formatter": "json_line"},
+    },
     "root": {"handlers": ["stderr"], "level": SVC["server"]["log_level"].upper()},
-    "loggers": {"django.request": {"level": "ERROR"}},
+    "loggers": {
+        "django.request": {"level": "ERROR"},
+        "ops.requests": {"handlers": ["requests"], "level": SVC["server"]["log_level"].upper(),
+                         "propagate": False},
+    },
 }

@@ -6,4 +6,5 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("registry.urls")),
     path("", include("tokens.urls")),
+    path("", include("ops.urls")),
 ]

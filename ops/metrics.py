@@ -1,0 +1,120 @@
+"""Registry metrics beside django-prometheus's HTTP ones, and the /metrics exposition.
+
+Counters are prometheus_client objects: under gunicorn, PROMETHEUS_MULTIPROC_DIR (set by
+gunicorn.conf.py) makes each worker write them to its own mmap file and a scrape adds the files up,
+so whichever worker answers reports the whole service. Gauges that describe shared state (stored
+blobs, live tokens) are not kept in any process: they are read from the database and the token
+directory when Prometheus scrapes.
+
+Labels are bounded: an operation, an outcome, a mechanism, a role. Never a repository or a user.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator
+
+import prometheus_client
+from django.db.models import Count, Sum
+from prometheus_client import CollectorRegistry, Counter, multiprocess
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from registry.models import Blob
+
+BYTES_UPLOADED = Counter(
+    "registry_bytes_uploaded", "Bytes of blobs and manifests accepted from clients."
+)
+BYTES_DOWNLOADED = Counter(
+    "registry_bytes_downloaded", "Bytes of blobs and manifests served to clients."
+)
+BLOB_OPERATIONS = Counter(
+    "registry_blob_operations",
+    "Blob pushes (completed uploads and mounts), pulls (GET) and deletes, by outcome.",
+    ["operation", "outcome"],
+)
+MANIFEST_OPERATIONS = Counter(
+    "registry_manifest_operations",
+    "Manifest pushes (PUT), pulls (GET) and deletes, by outcome.",
+    ["operation", "outcome"],
+)
+UPLOAD_SESSIONS = Counter(
+    "registry_upload_sessions",
+    "Upload session events: started, completed, failed (a chunk or the final PUT refused), cancelled.",
+    ["event"],
+)
+AUTH_ATTEMPTS = Counter(
+    "registry_auth_attempts",
+    "Requests that presented credentials, by mechanism (basic, token, bearer, password) and outcome.",
+    ["mechanism", "outcome"],
+)
+
+ROLES = ("read", "write", "admin")
+
+
+def outcome(status: int) -> str:
+    """A bounded outcome label for an HTTP status."""
+    if status < 400:
+        return "success"
+    if status in (401, 403):
+        return "denied"
+    if status == 404:
+        return "not_found"
+    if status < 500:
+        return "invalid"
+    return "error"
+
+
+class StateCollector:
+    """Gauges read from shared state at scrape time: stored blobs and live API tokens."""
+
+    def collect(self) -> Iterator[Metric]:
+        totals = Blob.objects.aggregate(count=Count("id"), size=Sum("size"))
+        blobs = GaugeMetricFamily("registry_storage_blobs", "Blobs stored (each digest once).")
+        blobs.add_metric([], totals["count"] or 0)
+        stored = GaugeMetricFamily("registry_storage_bytes", "Bytes of blob data stored.")
+        stored.add_metric([], totals["size"] or 0)
+        tokens = GaugeMetricFamily(
+            "registry_active_tokens", "API tokens that are neither expired nor revoked.", labels=["role"]
+        )
+        for role, count in active_tokens_by_role().items():
+            tokens.add_metric([role], count)
+        return iter((blobs, stored, tokens))
+
+
+def active_tokens_by_role() -> dict[str, int]:
+    from tokens.services import list_tokens
+
+    counts = dict.fromkeys(ROLES, 0)
+    for record in list_tokens():
+        if not record.expired and record.role in counts:
+            counts[record.role] += 1
+    return counts
+
+
+class _Sources:
+    """Several collectors exposed as one, so that one generate_latest() call renders them all."""
+
+    def __init__(self, collectors: Iterable[object]) -> None:
+        self._collectors = list(collectors)
+
+    def collect(self) -> Iterator[Metric]:
+        for collector in self._collectors:
+            yield from collector.collect()  # type: ignore[attr-defined]
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
+
+
+def exposition() -> bytes:
+    """The Prometheus text format of every metric of the service, summed over all workers."""
+    if multiprocess_dir():
+        workers = CollectorRegistry()
+        multiprocess.MultiProcessCollector(workers)
+        process_metrics: object = workers
+    else:
+        process_metrics = prometheus_client.REGISTRY
+    return prometheus_client.generate_latest(_Sources([process_metrics, StateCollector()]))  # type: ignore[arg-type]
+
+
+# The classic text format: every Prometheus 2.x and 3.x server and promtool read it.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -1,0 +1,72 @@
+"""The OpenAPI 3.1 document of the whole service, served at /api-docs/openapi.json.
+
+Written by hand, one module per surface, so that it says what clients need (status codes, headers,
+the error envelope, examples); tests/test_openapi_*.py check that it is valid and that every URL
+route of the project is described in it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ops.openapi import registry_api, service_api
+from ops.openapi.components import Spec, components
+
+HTTP_METHODS = ("get", "head", "post", "put", "patch", "delete")
+
+DESCRIPTION = """\
+A container-image registry speaking the OCI Distribution Spec v1.1 (Docker Registry v2), with
+htpasswd users and revocable API tokens.
+
+**Authentication** is off by default. When it is on, every endpoint except `/v2/`, `/health`,
+`/ready`, `/metrics`, `/ui/*`, `/api-docs/*` and the three token endpoints needs `Authorization:
+Basic` (an htpasswd user, or the username `token` with an API token as password) or `Authorization:
+Bearer <token>`. A token's role limits it: read = pull, write = pull and push, admin = also delete.
+Refusals are 401 with `WWW-Authenticate: Basic realm="svc-registry"` and 403, each a JSON object with
+an `error` text and the OCI `errors` envelope.
+
+Every GET also answers HEAD. Every response carries `X-Request-ID` (the request's own, or generated).
+Repository names may contain slashes (`team/app`); they are sent unencoded inside the path.
+"""
+
+
+@lru_cache(maxsize=1)
+def document() -> Spec:
+    paths: dict[str, Spec] = {
+        **registry_api.paths(),
+        **service_api.token_paths(),
+        **service_api.ops_paths(),
+        **service_api.ui_paths(),
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "svc-registry", "version": "1.0.0", "description": DESCRIPTION},
+        "servers": [{"url": "/", "description": "This service"}],
+        "tags": [
+            {"name": "registry", "description": "OCI Distribution v1.1 / Docker Registry v2 API."},
+            {"name": "tokens", "description": "API tokens; credentials travel in the JSON body."},
+            {"name": "operations", "description": "Probes, metrics and this documentation."},
+            {"name": "web UI", "description": "HTML pages for people."},
+        ],
+        # Optional: the empty requirement is what a registry with authentication off accepts.
+        "security": [{}, {"basic": []}, {"bearer": []}],
+        "paths": paths,
+        "components": components(),
+    }
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    summary: str
+
+
+def operations() -> list[Operation]:
+    """Every documented operation, for the server-rendered summary on /api-docs/."""
+    found = []
+    for path, item in document()["paths"].items():
+        for method in HTTP_METHODS:
+            if method in item:
+                found.append(Operation(method.upper(), path, item[method].get("summary", "")))
+    return found

@@ -1,0 +1,308 @@
+"""Reusable parts of the OpenAPI document: schemas, parameters, headers, responses, helpers."""
+from __future__ import annotations
+
+from typing import Any
+
+from registry import errors
+from registry.names import NAME_RE, TAG_RE
+
+JSON = "application/json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DIGEST_PATTERN = r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$"
+EXAMPLE_DIGEST = "sha256:b5b2b2c507a0944348e0303114d8d93aaaa081732b86451d9bce1f432a537bc7"
+EXAMPLE_TOKEN = "svc_Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGx"
+EXAMPLE_PREFIX = "3f9a1c0e5b7d2a64"
+
+Spec = dict[str, Any]
+
+
+def ref(kind: str, name: str) -> Spec:
+    return {"$ref": f"#/components/{kind}/{name}"}
+
+
+def json_content(schema: Spec, example: Any = None, media_type: str = JSON) -> Spec:
+    content: Spec = {"schema": schema}
+    if example is not None:
+        content["example"] = example
+    return {media_type: content}
+
+
+def response(description: str, schema: Spec | None = None, example: Any = None,
+             headers: dict[str, Spec] | None = None, media_type: str = JSON) -> Spec:
+    spec: Spec = {"description": description}
+    if schema is not None:
+        spec["content"] = json_content(schema, example, media_type)
+    if headers:
+        spec["headers"] = headers
+    return spec
+
+
+def error_codes() -> list[str]:
+    codes = {value.code for value in vars(errors).values() if isinstance(value, errors.ErrorCode)}
+    return sorted(codes)
+
+
+def _string(description: str, **extra: Any) -> Spec:
+    return {"type": "string", "description": description, **extra}
+
+
+SCHEMAS: dict[str, Spec] = {
+    "ErrorEnvelope": {
+        "type": "object",
+        "description": "The OCI error envelope every registry error carries.",
+        "required": ["errors"],
+        "properties": {
+            "errors": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["code", "message"],
+                    "properties": {
+                        "code": {"type": "string", "enum": error_codes()},
+                        "message": {"type": "string"},
+                        "detail": {"description": "Structured context, when there is any."},
+                    },
+                },
+            },
+        },
+        "example": {"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown to registry"}]},
+    },
+    "AuthError": {
+        "description": "A refusal by the authentication layer: a readable `error` plus the OCI envelope.",
+        "allOf": [
+            ref("schemas", "ErrorEnvelope"),
+            {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+        ],
+        "example": {
+            "error": "authentication required",
+            "errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}],
+        },
+    },
+    "JsonError": {
+        "type": "object",
+        "description": "An error of the token and ops endpoints; `field` names the offending body field.",
+        "required": ["error"],
+        "properties": {"error": {"type": "string"}, "field": {"type": "string"}},
+        "example": {"error": "ttl_days must be between 1 and 3650", "field": "ttl_days"},
+    },
+    "Catalog": {
+        "type": "object",
+        "required": ["repositories"],
+        "properties": {"repositories": {"type": "array", "items": {"type": "string"}}},
+        "example": {"repositories": ["library/alpine", "team/app"]},
+    },
+    "TagList": {
+        "type": "object",
+        "required": ["name", "tags"],
+        "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+        "example": {"name": "team/app", "tags": ["latest", "v1.2.0"]},
+    },
+    "Descriptor": {
+        "type": "object",
+        "required": ["mediaType", "digest", "size"],
+        "properties": {
+            "mediaType": {"type": "string"},
+            "digest": {"type": "string", "pattern": DIGEST_PATTERN},
+            "size": {"type": "integer", "minimum": 0},
+            "artifactType": {"type": "string"},
+            "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    },
+    "ImageIndex": {
+        "type": "object",
+        "description": "An OCI image index; the referrers API answers with one.",
+        "required": ["schemaVersion", "mediaType", "manifests"],
+        "properties": {
+            "schemaVersion": {"const": 2},
+            "mediaType": {"const": OCI_INDEX},
+            "manifests": {"type": "array", "items": ref("schemas", "Descriptor")},
+        },
+    },
+    "Manifest": {
+        "type": "object",
+        "description": "An OCI image manifest or index, or a Docker schema 2 manifest or manifest "
+                       "list, stored and served byte for byte.",
+        "required": ["schemaVersion"],
+        "properties": {"schemaVersion": {"const": 2}, "mediaType": {"type": "string"}},
+    },
+    "Credentials": {
+        "type": "object",
+        "required": ["username", "password"],
+        "properties": {
+            "username": _string("An htpasswd user.", minLength=1, maxLength=255),
+            "password": _string("That user's password.", format="password"),
+        },
+    },
+    "TokenCreateRequest": {
+        "allOf": [
+            ref("schemas", "Credentials"),
+            {
+                "type": "object",
+                "properties": {
+                    "role": {"type": "string", "enum": ["read", "write", "admin"], "default": "read"},
+                    "ttl_days": {"type": "integer", "minimum": 1, "maximum": 3650, "default": 30},
+                    "description": _string("A free-text label.", maxLength=256, default=""),
+                },
+            },
+        ],
+        "example": {"username": "alice", "password": "correct horse", "role": "write",
+                    "ttl_days": 90, "description": "CI pipeline"},
+    },
+    "TokenCreated": {
+        "type": "object",
+        "required": ["token", "expires_in_days", "role", "hash_prefix", "expires_at", "description"],
+        "properties": {
+            "token": _string("The token; shown only in this response.", pattern=r"^svc_[A-Za-z0-9_-]{43}$"),
+            "expires_in_days": {"type": "integer", "description": "Equals the requested ttl_days."},
+            "role": {"type": "string", "enum": ["read", "write", "admin"]},
+            "hash_prefix": _string("First 16 hex digits of the token's SHA-256.", pattern="^[0-9a-f]{16}$"),
+            "description": {"type": "string"},
+            "created_at": {"type": "string", "format": "date-time"},
+            "expires_at": {"type": "string", "format": "date-time"},
+        },
+        "example": {"token": EXAMPLE_TOKEN, "expires_in_days": 90, "role": "write",
+                    "hash_prefix": EXAMPLE_PREFIX, "description": "CI pipeline",
+                    "created_at": "2025-01-01T12:00:00Z", "expires_at": "2025-04-01T12:00:00Z"},
+    },
+    "TokenRecord": {
+        "type": "object",
+        "required": ["hash_prefix", "role", "description", "created_at", "expires_at", "expired"],
+        "properties": {
+            "hash_prefix": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
+            "owner": {"type": "string"},
+            "role": {"type": "string", "enum": ["read", "write", "admin"]},
+            "description": {"type": "string"},
+            "created_at": {"type": "string", "format": "date-time"},
+            "expires_at": {"type": "string", "format": "date-time"},
+            "expired": {"type": "boolean"},
+        },
+    },
+    "TokenList": {
+        "type": "object",
+        "required": ["tokens"],
+        "properties": {"tokens": {"type": "array", "items": ref("schemas", "TokenRecord")}},
+        "example": {"tokens": [{"hash_prefix": EXAMPLE_PREFIX, "owner": "alice", "role": "write",
+                                "description": "CI pipeline", "created_at": "2025-01-01T12:00:00Z",
+                                "expires_at": "2025-04-01T12:00:00Z", "expired": False}]},
+    },
+    "TokenRevokeRequest": {
+        "allOf": [
+            ref("schemas", "Credentials"),
+            {"type": "object", "required": ["hash_prefix"],
+             "properties": {"hash_prefix": {"type": "string", "pattern": "^[0-9a-fA-F]{16}$"}}},
+        ],
+        "example": {"username": "alice", "password": "correct horse", "hash_prefix": EXAMPLE_PREFIX},
+    },
+    "TokenRevoked": {
+        "type": "object",
+        "required": ["revoked"],
+        "properties": {"revoked": {"type": "string", "pattern": "^[0-9a-f]{16}$"}},
+        "example": {"revoked": EXAMPLE_PREFIX},
+    },
+    "Health": {
+        "type": "object",
+        "required": ["status"],
+        "properties": {"status": {"const": "ok"}},
+        "example": {"status": "ok"},
+    },
+    "Readiness": {
+        "type": "object",
+        "required": ["status", "checks"],
+        "properties": {
+            "status": {"type": "string", "enum": ["ready", "unavailable"]},
+            "checks": {
+                "type": "object",
+                "description": "database, storage, disk and, with auth on, htpasswd and tokens: "
+                               "`ok` or the reason the check failed.",
+                "additionalProperties": {"type": "string"},
+            },
+            "failing": {"type": "array", "items": {"type": "string"}},
+        },
+        "example": {"status": "ready",
+                    "checks": {"database": "ok", "storage": "ok", "disk": "ok"}},
+    },
+}
+
+HEADERS: dict[str, Spec] = {
+    "ApiVersion": {"description": "Always `registry/2.0`.", "schema": {"const": "registry/2.0"}},
+    "ContentDigest": {"description": "Digest of the blob or manifest.",
+                      "schema": {"type": "string", "pattern": DIGEST_PATTERN}},
+    "Location": {"description": "Where the created or continued resource is.", "schema": {"type": "string"}},
+    "UploadRange": {"description": "Bytes received so far, `0-<last byte>`.",
+                    "schema": {"type": "string", "pattern": "^0-[0-9]+$"}},
+    "UploadUUID": {"description": "The upload session id.", "schema": {"type": "string"}},
+    "Link": {"description": "RFC 5988 link to the next page, `rel=\"next\"`.", "schema": {"type": "string"}},
+    "WWWAuthenticate": {"description": "The Basic challenge.",
+                        "schema": {"type": "string", "example": 'Basic realm="svc-registry"'}},
+    "RetryAfter": {"description": "Seconds to wait.", "schema": {"type": "integer"}},
+    "RequestId": {"description": "The request's X-Request-ID, or one generated for it.",
+                  "schema": {"type": "string"}},
+}
+
+PARAMETERS: dict[str, Spec] = {
+    "name": {
+        "name": "name", "in": "path", "required": True,
+        "description": "Repository name. It may hold slashes (`team/app`), which are sent "
+                       "unencoded, as every registry client does.",
+        "schema": {"type": "string", "pattern": NAME_RE.pattern, "maxLength": 255},
+    },
+    "reference": {
+        "name": "reference", "in": "path", "required": True,
+        "description": "A tag or a digest.",
+        "schema": {"anyOf": [{"type": "string", "pattern": TAG_RE.pattern},
+                             {"type": "string", "pattern": DIGEST_PATTERN}]},
+    },
+    "digest": {"name": "digest", "in": "path", "required": True,
+               "schema": {"type": "string", "pattern": DIGEST_PATTERN}, "example": EXAMPLE_DIGEST},
+    "upload_id": {"name": "upload_id", "in": "path", "required": True,
+                  "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
+    "n": {"name": "n", "in": "query", "required": False, "description": "Page size.",
+          "schema": {"type": "integer", "minimum": 0, "maximum": 1000}},
+    "last": {"name": "last", "in": "query", "required": False,
+             "description": "Return entries after this one.", "schema": {"type": "string"}},
+    "Authorization": {"name": "Authorization", "in": "header", "required": False,
+                      "description": "`Basic` (htpasswd user, or `token` + API token) or `Bearer <token>`.",
+                      "schema": {"type": "string"}},
+    "X-Request-ID": {"name": "X-Request-ID", "in": "header", "required": False,
+                     "description": "Echoed back and written to the request log.",
+                     "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._:+/=-]{1,128}$"}},
+}
+
+RESPONSES: dict[str, Spec] = {
+    "Unauthorized": response(
+        "Authentication is on and the request carries no valid credentials.",
+        ref("schemas", "AuthError"),
+        headers={"WWW-Authenticate": ref("headers", "WWWAuthenticate")},
+    ),
+    "Denied": response(
+        "The credentials are valid but their role does not allow this action.",
+        ref("schemas", "AuthError"),
+        {"error": "insufficient role: token 3f9a1c0e5b7d2a64 has role read, push needs write",
+         "errors": [{"code": "DENIED", "message": "requested access to the resource is denied"}]},
+    ),
+    "TooManyRequests": response(
+        "Too many failed logins for this user from this address.",
+        ref("schemas", "AuthError"), headers={"Retry-After": ref("headers", "RetryAfter")},
+    ),
+    "RegistryError": response("A registry error, in the OCI envelope.", ref("schemas", "ErrorEnvelope")),
+    "MethodNotAllowed": response("The method is not allowed on this path.", ref("schemas", "ErrorEnvelope"),
+                                 headers={"Allow": {"schema": {"type": "string"}}}),
+    "JsonMethodNotAllowed": response("The method is not allowed on this path.", ref("schemas", "JsonError"),
+                                     headers={"Allow": {"schema": {"type": "string"}}}),
+}
+
+SECURITY_SCHEMES: dict[str, Spec] = {
+    "basic": {"type": "http", "scheme": "basic",
+              "description": "An htpasswd user, or the username `token` with an API token as password."},
+    "bearer": {"type": "http", "scheme": "bearer", "description": "An API token (`svc_...`)."},
+}
+
+
+def components() -> Spec:
+    return {
+        "schemas": SCHEMAS,
+        "parameters": PARAMETERS,
+        "headers": HEADERS,
+        "responses": RESPONSES,
+        "securitySchemes": SECURITY_SCHEMES,
+    }

@@ -1,0 +1,106 @@
+"""Readiness checks: can this process serve registry traffic right now?
+
+Each check returns None when it passes or a short reason when it fails. The reasons are shown on
+the unauthenticated /ready endpoint, so they name the problem but never a path or an error text
+from the system; those go to the log for the operator.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from django.conf import settings
+
+from registry.models import Repository
+from registry.storage import default_driver, paths
+from registry.storage.driver import PathNotFound
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], "str | None"]
+PROBE_DATA = b"ready\n"
+
+
+def database() -> str | None:
+    # A query on a registry table proves both the connection and that migrations ran.
+    try:
+        Repository.objects.exists()
+    except Exception as exc:  # any driver error means "cannot serve"
+        log.warning("readiness: database check failed: %s", exc)
+        return "database does not answer"
+    return None
+
+
+def storage() -> str | None:
+    try:
+        driver = default_driver()
+        probe = paths.probe(secrets.token_hex(8))
+        driver.write(probe, PROBE_DATA)
+        try:
+            if driver.read(probe) != PROBE_DATA:
+                return "storage root returned different bytes than written"
+        finally:
+            try:
+                driver.delete(probe)
+            except PathNotFound:
+                pass
+    except Exception as exc:  # StorageError, OSError, or a root that cannot be created
+        log.warning("readiness: storage root %s is not writable: %s", settings.REGISTRY_STORAGE_ROOT, exc)
+        return "storage root is not writable"
+    return None
+
+
+def disk() -> str | None:
+    floor = settings.REGISTRY_MIN_FREE_BYTES
+    try:
+        free = default_driver().free_bytes()
+    except Exception as exc:
+        log.warning("readiness: cannot read free space of %s: %s", settings.REGISTRY_STORAGE_ROOT, exc)
+        return "free space of the storage device is unknown"
+    if free < floor:
+        return f"{free} bytes free on the storage device, below the floor of {floor}"
+    return None
+
+
+def htpasswd() -> str | None:
+    path = Path(settings.AUTH_HTPASSWD_FILE)
+    try:
+        with path.open("rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        log.warning("readiness: htpasswd file %s is not readable: %s", path, exc.strerror or exc)
+        return "htpasswd file is not readable"
+    return None
+
+
+def token_storage() -> str | None:
+    from tokens.services import repository
+
+    repo = repository()
+    try:
+        repo.ensure_directory()
+        # The repository skips dot files, so a concurrent token listing never sees the probe.
+        fd, probe = tempfile.mkstemp(dir=repo.directory, prefix=".ready-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        log.warning("readiness: token directory %s is not writable: %s", repo.directory, exc.strerror or exc)
+        return "token directory is not writable"
+    return None
+
+
+def checks() -> dict[str, Check]:
+    selected: dict[str, Check] = {"database": database, "storage": storage, "disk": disk}
+    if settings.AUTH_ENABLED:
+        selected["htpasswd"] = htpasswd
+        selected["tokens"] = token_storage
+    return selected
+
+
+def run() -> dict[str, str]:
+    """Every check by name: ``"ok"`` or the reason it failed. All run, so all failures show."""
+    return {name: check() or "ok" for name, check in checks().items()}

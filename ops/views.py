@@ -1,0 +1,58 @@
+"""Ops endpoints: liveness, readiness, Prometheus metrics and the API documentation."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from ops import metrics, openapi, readiness
+
+View = Callable[..., HttpResponse]
+
+
+def read_only(view: View) -> View:
+    """GET and HEAD only; anything else is a 405 with a JSON error and an Allow header."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.method not in ("GET", "HEAD"):
+            response = JsonResponse({"error": f"method {request.method} is not allowed; use GET"},
+                                    status=405)
+            response["Allow"] = "GET, HEAD"
+            return response
+        response = view(request, *args, **kwargs)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    return wrapper
+
+
+@read_only
+def health(request: HttpRequest) -> HttpResponse:
+    return JsonResponse({"status": "ok"})
+
+
+@read_only
+def ready(request: HttpRequest) -> HttpResponse:
+    results = readiness.run()
+    failing = [name for name, result in results.items() if result != "ok"]
+    if failing:
+        return JsonResponse({"status": "unavailable", "checks": results, "failing": failing}, status=503)
+    return JsonResponse({"status": "ready", "checks": results})
+
+
+@read_only
+def prometheus_metrics(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(metrics.exposition(), content_type=metrics.CONTENT_TYPE)
+
+
+@read_only
+def openapi_document(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(openapi.document(), json_dumps_params={"indent": 1})
+
+
+@read_only
+def api_docs(request: HttpRequest) -> HttpResponse:
+    return render(request, "ops/api_docs.html", {"operations": openapi.operations()})

@@ -1,0 +1,119 @@
+"""GET /ready: 200 when every check passes, 503 naming each failing check, no secrets shown."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from registry.storage import default_driver, paths
+from tests.support.auth import auth_on, auth_paths  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.django_db
+
+
+def _ready(client: Client) -> tuple[int, dict]:
+    response = client.get("/ready")
+    assert response["Content-Type"] == "application/json"
+    assert response["Cache-Control"] == "no-store"
+    return response.status_code, json.loads(response.content)
+
+
+def test_it_is_ready_with_every_check_ok(client: Client) -> None:
+    status, body = _ready(client)
+    assert status == 200
+    assert body == {"status": "ready", "checks": {"database": "ok", "storage": "ok", "disk": "ok"}}
+
+
+def test_it_leaves_no_probe_file_behind(client: Client, storage_root: Path) -> None:
+    _ready(client)
+    _ready(client)
+    assert list((storage_root / paths.PROBES).iterdir()) == []
+
+
+def test_it_fails_storage_when_the_root_is_not_writable(client: Client, storage_root: Path) -> None:
+    # A file where the probe directory must go: every write below it fails, as on a read-only mount.
+    (storage_root / paths.PROBES).write_text("in the way")
+    status, body = _ready(client)
+    assert status == 503
+    assert body["status"] == "unavailable"
+    assert body["failing"] == ["storage"]
+    assert body["checks"]["storage"] == "storage root is not writable"
+    assert body["checks"]["database"] == "ok"
+
+
+def test_it_fails_storage_when_the_root_cannot_exist(client: Client, settings, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    settings.REGISTRY_STORAGE_ROOT = blocker / "registry"
+    default_driver.cache_clear()
+    status, body = _ready(client)
+    assert status == 503
+    assert set(body["failing"]) == {"storage", "disk"}
+    assert str(tmp_path) not in json.dumps(body)
+
+
+def test_it_fails_disk_below_the_free_space_floor(client: Client, settings) -> None:
+    settings.REGISTRY_MIN_FREE_BYTES = 2**62
+    status, body = _ready(client)
+    assert status == 503
+    assert body["failing"] == ["disk"]
+    assert f"below the floor of {2**62}" in body["checks"]["disk"]
+
+
+def test_it_passes_disk_at_a_zero_floor(client: Client, settings) -> None:
+    settings.REGISTRY_MIN_FREE_BYTES = 0
+    assert _ready(client)[0] == 200
+
+
+def test_it_checks_htpasswd_and_token_directory_only_with_auth_on(client: Client, auth_on) -> None:
+    status, body = _ready(client)
+    assert status == 200
+    assert body["checks"] == {"database": "ok", "storage": "ok", "disk": "ok", "htpasswd": "ok", "tokens": "ok"}
+    assert auth_on.token_storage.is_dir()
+    assert list(auth_on.token_storage.iterdir()) == []
+
+
+def test_it_fails_htpasswd_when_the_file_is_missing(client: Client, auth_on) -> None:
+    auth_on.htpasswd_file.unlink()
+    status, body = _ready(client)
+    assert status == 503
+    assert body["failing"] == ["htpasswd"]
+    assert body["checks"]["htpasswd"] == "htpasswd file is not readable"
+    assert str(auth_on.htpasswd_file) not in json.dumps(body)
+
+
+def test_it_fails_htpasswd_when_the_path_is_a_directory(client: Client, settings, auth_on, tmp_path: Path) -> None:
+    settings.AUTH_HTPASSWD_FILE = tmp_path
+    status, body = _ready(client)
+    assert status == 503
+    assert body["failing"] == ["htpasswd"]
+
+
+def test_it_fails_tokens_when_the_directory_is_not_writable(client: Client, settings, auth_on,
+                                                            tmp_path: Path) -> None:
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("")
+    settings.AUTH_TOKEN_STORAGE = blocker / "tokens"
+    status, body = _ready(client)
+    assert status == 503
+    assert body["failing"] == ["tokens"]
+    assert body["checks"]["tokens"] == "token directory is not writable"
+
+
+def test_it_reports_every_failing_check_at_once(client: Client, settings, auth_on, storage_root: Path) -> None:
+    (storage_root / paths.PROBES).write_text("in the way")
+    settings.REGISTRY_MIN_FREE_BYTES = 2**62
+    auth_on.htpasswd_file.unlink()
+    status, body = _ready(client)
+    assert status == 503
+    assert body["failing"] == ["storage", "disk", "htpasswd"]
+
+
+def test_it_stays_open_with_auth_on(client: Client, auth_on) -> None:
+    assert client.get("/ready").status_code == 200
+
+
+def test_it_refuses_post(client: Client) -> None:
+    assert client.post("/ready").status_code == 405
