@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime
@@ -118,6 +119,10 @@ class TokenRepository:
             return None
         except OSError as exc:
             log.warning("token file %s cannot be opened (%s); ignored", digest[:16], exc.strerror)
+            return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            log.warning("token file %s in %s is not a regular file; ignored", digest[:16], self.directory)
             return None
         with os.fdopen(fd, "rb") as fh:
             raw = fh.read(MAX_FILE_BYTES + 1)

@@ -1,0 +1,179 @@
+"""Every endpoint against every kind of caller: status and body, auth off and on.
+
+Columns are callers (no credentials, bad ones, an htpasswd user, tokens of each role sent as Basic
+``token:<token>`` or as Bearer); rows are the registry's routes with the action each needs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.support.auth import auth_paths, basic, bearer  # noqa: F401  (fixture)
+from tokens import services
+
+pytestmark = pytest.mark.django_db
+
+LAYER = b"layer-bytes" * 100
+CONFIG = b'{"architecture":"amd64","os":"linux"}'
+CHUNK = b"chunk-bytes"
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+MANIFEST = json.dumps({
+    "schemaVersion": 2,
+    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+               "digest": _digest(CONFIG), "size": len(CONFIG)},
+    "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar",
+                "digest": _digest(LAYER), "size": len(LAYER)}],
+}).encode()
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    method: str
+    path: str              # formatted with layer, manifest, upload
+    action: str            # pull, push, delete, public
+    allowed: int           # status when the caller may do it
+    body: bytes = b""
+    content_type: str = "application/octet-stream"
+
+
+ROUTES = {
+    "ping": Route("GET", "/v2/", "public", 200),
+    "catalog": Route("GET", "/v2/_catalog", "pull", 200),
+    "tags": Route("GET", "/v2/team/app/tags/list", "pull", 200),
+    "manifest-get": Route("GET", "/v2/team/app/manifests/v1", "pull", 200),
+    "manifest-head": Route("HEAD", "/v2/team/app/manifests/v1", "pull", 200),
+    "manifest-put": Route("PUT", "/v2/team/app/manifests/v2", "push", 201, MANIFEST, MANIFEST_TYPE),
+    "manifest-delete": Route("DELETE", "/v2/team/app/manifests/{manifest}", "delete", 202),
+    "tag-delete": Route("DELETE", "/v2/team/app/manifests/v1", "delete", 202),
+    "blob-get": Route("GET", "/v2/team/app/blobs/{layer}", "pull", 200),
+    "blob-head": Route("HEAD", "/v2/team/app/blobs/{layer}", "pull", 200),
+    "blob-delete": Route("DELETE", "/v2/team/app/blobs/{layer}", "delete", 202),
+    "upload-start": Route("POST", "/v2/team/app/blobs/uploads/", "push", 202),
+    "upload-mount": Route("POST", "/v2/other/app/blobs/uploads/?mount={config}&from=team/app", "push", 201),
+    "upload-status": Route("GET", "{upload}", "push", 204),
+    "upload-patch": Route("PATCH", "{upload}", "push", 202, CHUNK),
+    "upload-finish": Route("PUT", "{upload}?digest={chunk}", "push", 201, CHUNK),
+    "upload-cancel": Route("DELETE", "{upload}", "push", 204),
+    "referrers": Route("GET", "/v2/team/app/referrers/{manifest}", "pull", 200),
+    "token-list": Route("POST", "/api/tokens/list", "public", 200,
+                        b'{"username": "alice", "password": "wonderland"}', "application/json"),
+}
+
+# Caller -> (auth enabled, credential kind, role it grants or None when it must be refused).
+CALLERS = {
+    "auth-off": (False, "none", "admin"),
+    "no-credentials": (True, "none", None),
+    "wrong-password": (True, "wrong-password", None),
+    "unknown-user": (True, "unknown-user", None),
+    "expired-token": (True, "expired-token", None),
+    "revoked-token": (True, "revoked-token", None),
+    "malformed-token": (True, "malformed-token", None),
+    "htpasswd-user": (True, "user", "admin"),
+    "token-read": (True, "basic-token:read", "read"),
+    "token-write": (True, "basic-token:write", "write"),
+    "token-admin": (True, "basic-token:admin", "admin"),
+    "bearer-read": (True, "bearer:read", "read"),
+    "bearer-write": (True, "bearer:write", "write"),
+    "bearer-admin": (True, "bearer:admin", "admin"),
+}
+RANK = {"read": 1, "write": 2, "admin": 3}
+NEEDS = {"pull": "read", "push": "write", "delete": "admin"}
+
+
+def _seed_repository(client: Any) -> dict[str, str]:
+    for blob in (LAYER, CONFIG):
+        response = client.post(f"/v2/team/app/blobs/uploads/?digest={_digest(blob)}", blob,
+                               content_type="application/octet-stream")
+        assert response.status_code == 201
+    assert client.put("/v2/team/app/manifests/v1", MANIFEST, content_type=MANIFEST_TYPE).status_code == 201
+    upload = client.post("/v2/team/app/blobs/uploads/")["Location"]
+    return {"layer": _digest(LAYER), "config": _digest(CONFIG), "manifest": _digest(MANIFEST),
+            "chunk": _digest(CHUNK), "upload": upload}
+
+
+def _expired_token() -> str:
+    created = services.create_token("alice", "admin")
+    repo = services.repository()
+    stored = repo.get(services.token_digest(created.token))
+    assert stored is not None
+    repo.save(dataclasses.replace(stored, expires_at=stored.created_at - timedelta(seconds=1)))
+    return created.token
+
+
+def _authorization(kind: str) -> str | None:
+    if kind == "none":
+        return None
+    if kind == "wrong-password":
+        return basic("alice", "not-the-password")
+    if kind == "unknown-user":
+        return basic("mallory", "wonderland")
+    if kind == "expired-token":
+        return basic("token", _expired_token())
+    if kind == "revoked-token":
+        created = services.create_token("alice", "admin")
+        services.revoke_token("alice", created.hash_prefix)
+        return bearer(created.token)
+    if kind == "malformed-token":
+        return bearer("svc_not-a-token")
+    if kind == "user":
+        return basic("alice", "wonderland")
+    scheme, role = kind.split(":")
+    token = services.create_token("bob", role).token
+    return basic("token", token) if scheme == "basic-token" else bearer(token)
+
+
+def _expected(route: Route, enabled: bool, grants: str | None, sent: str | None) -> int:
+    if route.action == "public":
+        # The ping stays open, but credentials that are sent are checked.
+        refused = route.path == "/v2/" and enabled and sent is not None and grants is None
+        return 401 if refused else route.allowed
+    if grants is None:
+        return 401
+    return route.allowed if RANK[grants] >= RANK[NEEDS[route.action]] else 403
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+@pytest.mark.parametrize("route_name", ROUTES)
+def test_it_enforces_credentials_and_roles(client, settings, auth_paths, route_name: str,
+                                           caller: str) -> None:
+    route = ROUTES[route_name]
+    values = _seed_repository(client)
+    enabled, kind, grants = CALLERS[caller]
+    settings.AUTH_ENABLED = enabled
+    headers = {}
+    authorization = _authorization(kind)
+    if authorization:
+        headers["HTTP_AUTHORIZATION"] = authorization
+
+    response = client.generic(route.method, route.path.format(**values), route.body,
+                              content_type=route.content_type, **headers)
+
+    expected = _expected(route, enabled, grants, authorization)
+    assert response.status_code == expected, response.content
+    if expected == 401:
+        assert response["WWW-Authenticate"].startswith('Basic realm="')
+        if route.method != "HEAD":
+            body = response.json()
+            assert body["error"].startswith("authentication required")
+            assert body["errors"][0]["code"] == "UNAUTHORIZED"
+    elif expected == 403:
+        body = response.json()
+        assert "insufficient role" in body["error"]
+        assert body["errors"][0]["code"] == "DENIED"
+    elif route_name == "ping":
+        challenged = enabled and authorization is None
+        assert ("WWW-Authenticate" in response) == challenged
+    if route.action != "public" and expected not in (401, 403):
+        assert response.status_code == route.allowed
