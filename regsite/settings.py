@@ -63,6 +63,7 @@ TEMPLATES = [
             "context_processors": [
                 "django.template.context_processors.request",
             ],
+            "libraries": {"ui": "ops.ui.format"},
         },
     },
 ]
@@ -90,6 +91,8 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
+# Only the web UI uses CSRF (per view, with csrf_protect); its failure page explains what to do.
+CSRF_FAILURE_VIEW = "ops.ui.views.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
 REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])

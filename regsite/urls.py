@@ -6,5 +6,6 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("registry.urls")),
     path("", include("tokens.urls")),
+    path("ui/", include("ops.ui.urls")),
     path("", include("ops.urls")),
 ]

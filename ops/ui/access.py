@@ -1,0 +1,179 @@
+"""Who is looking at the UI and what they may do; the decorator every UI view wears.
+
+/ui/* is public at the middleware level, so the UI enforces its own sign-in: with auth on, nothing of
+the registry is shown until an htpasswd user signs in. The session is Django's signed cookie; only
+the UI uses it, so the session middleware is applied to these views alone and registry clients never
+get a cookie. Every UI view is CSRF-protected (the CSRF middleware is not global: registry clients
+PUT without tokens).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.sessions.middleware import SessionMiddleware
+from django.middleware.csrf import rotate_token
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.decorators import decorator_from_middleware
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.csrf import csrf_protect
+
+from registry.services import exceptions as exc
+
+log = logging.getLogger(__name__)
+View = Callable[..., HttpResponse]
+
+SESSION_USER = "ui_user"
+SESSION_SINCE = "ui_since"
+# A signed cookie cannot be revoked server-side, so the sign-in itself carries its age and expires.
+SESSION_SECONDS = 12 * 3600
+with_session = decorator_from_middleware(SessionMiddleware)
+
+# Pages are built from stylesheets and scripts under /static/ only: no inline code, no framing.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+@dataclass(frozen=True)
+class Viewer:
+    username: str | None
+    auth_enabled: bool
+    delete_enabled: bool
+
+    @property
+    def signed_in(self) -> bool:
+        return self.username is not None
+
+    @property
+    def can_browse(self) -> bool:
+        return self.signed_in or not self.auth_enabled
+
+    @property
+    def can_delete(self) -> bool:
+        # htpasswd users are full admins; with auth off the registry itself lets anyone delete.
+        return self.can_browse and self.delete_enabled
+
+
+def viewer_for(request: HttpRequest) -> Viewer:
+    session = getattr(request, "session", None)
+    username = session.get(SESSION_USER) if session is not None else None
+    since = session.get(SESSION_SINCE) if session is not None else None
+    fresh = isinstance(since, int) and 0 <= time.time() - since <= SESSION_SECONDS
+    return Viewer(
+        username if isinstance(username, str) and fresh else None,
+        settings.AUTH_ENABLED,
+        settings.REGISTRY_DELETE_ENABLED,
+    )
+
+
+def sign_in(request: HttpRequest, username: str) -> None:
+    request.session.flush()
+    rotate_token(request)
+    request.session[SESSION_USER] = username
+    request.session[SESSION_SINCE] = int(time.time())
+    request.session.set_expiry(SESSION_SECONDS)
+
+
+def sign_out(request: HttpRequest) -> None:
+    request.session.flush()
+
+
+def safe_next(request: HttpRequest, target: str | None) -> str:
+    """Where to go after signing in: a UI path on this host, else the home page."""
+    if (
+        target
+        and target.startswith("/ui/")
+        and url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure())
+    ):
+        return target
+    return reverse("ui:home")
+
+
+def sign_in_redirect(request: HttpRequest) -> HttpResponse:
+    target = request.get_full_path() if request.method == "GET" else reverse("ui:home")
+    return HttpResponseRedirect(f"{reverse('ui:sign-in')}?{urlencode({'next': target})}")
+
+
+def page(request: HttpRequest, template: str, context: dict[str, Any] | None = None,
+         status: int = 200) -> HttpResponse:
+    viewer = getattr(request, "viewer", None) or viewer_for(request)
+    base = {"viewer": viewer, "registry_host": request.get_host()}
+    response = render(request, f"ui/{template}", {**base, **(context or {})}, status=status)
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def error_page(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:
+    return page(request, "error.html", {"status": status, "title": title, "message": message}, status)
+
+
+NOT_FOUND = (exc.NameUnknown, exc.NameInvalid, exc.ManifestUnknown, exc.TagInvalid,
+             exc.DigestInvalid, exc.BlobUnknown)
+
+
+def registry_error_page(request: HttpRequest, error: exc.RegistryError) -> HttpResponse:
+    if isinstance(error, (exc.NameUnknown, exc.NameInvalid)):
+        return error_page(request, 404, "Repository not found",
+                          "No repository by that name holds any images here. It may have been "
+                          "deleted, or the name may be misspelt.")
+    if isinstance(error, NOT_FOUND):
+        return error_page(request, 404, "Not found",
+                          f"{error.message.capitalize()}. It may have been deleted.")
+    if isinstance(error, exc.DeleteDisabled):
+        return error_page(request, 403, "Deletes are disabled",
+                          "This registry is configured with deletes disabled "
+                          "([registry] delete_enabled = false).")
+    return error_page(request, 400, "The registry refused this request", error.message)
+
+
+def ui_view(*methods: str, browse: bool = True, account: bool = False) -> Callable[[View], View]:
+    """``browse``: shows registry content, so needs sign-in when auth is on.
+    ``account``: belongs to a user (tokens), so needs sign-in even with auth off."""
+    allowed = set(methods or ("GET",))
+    allowed |= {"HEAD"} if "GET" in allowed else set()
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            request.viewer = viewer = viewer_for(request)  # type: ignore[attr-defined]
+            if request.method not in allowed:
+                response = error_page(request, 405, "Method not allowed",
+                                      f"This page does not accept {request.method} requests.")
+                response["Allow"] = ", ".join(sorted(allowed))
+                return response
+            if (browse and not viewer.can_browse) or (account and not viewer.signed_in):
+                return sign_in_redirect(request)
+            try:
+                return view(request, *args, **kwargs)
+            except exc.RegistryError as error:
+                return registry_error_page(request, error)
+            except Http404:
+                return not_found(request)
+            except Exception:
+                log.exception("UI page %s failed", request.path)
+                return error_page(request, 500, "Something went wrong",
+                                  "The page could not be built. The error has been logged; "
+                                  "try again, and if it persists, tell the registry operators.")
+
+        return with_session(csrf_protect(wrapper))
+
+    return decorate
+
+
+def not_found(request: HttpRequest) -> HttpResponse:
+    return error_page(request, 404, "Page not found", "There is no page at this address.")

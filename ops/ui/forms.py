@@ -1,0 +1,20 @@
+"""The UI's forms. They parse types; the token service owns the rules (roles, lifetime bounds)."""
+from __future__ import annotations
+
+from django import forms
+
+
+class SignInForm(forms.Form):
+    username = forms.CharField(max_length=255)
+    password = forms.CharField(max_length=1024, strip=False, widget=forms.PasswordInput)
+
+
+class TokenForm(forms.Form):
+    role = forms.CharField(initial="read")
+    ttl_days = forms.IntegerField(initial=30, label="Lifetime (days)")
+    description = forms.CharField(required=False, max_length=1024)
+
+
+class RevokeForm(forms.Form):
+    hash_prefix = forms.CharField(max_length=64)
+

@@ -1,0 +1,320 @@
+"""Every database read the UI makes. Lists are paginated in the database and per-row figures are
+computed for the rows of one page only, so a page costs the same few queries with 10 or 10,000
+repositories. Manifest bodies are loaded only where a page needs them (one manifest, index rows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Exists, F, Max, OuterRef, Subquery, Sum
+from django.db.models.functions import Coalesce, Greatest
+
+from ops.ui.manifests import summarize
+from registry.digests import is_digest_like
+from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
+from registry.services.common import byte_order, check_tag, get_repository, parse_digest
+from registry.services.exceptions import ManifestUnknown
+from registry.services.manifest_format import INDEX_TYPES
+
+PAGE_SIZE = 50
+RECENT_TAGS = 10
+UNTAGGED_LIMIT = 100
+REFERRERS_LIMIT = 200
+# Index bodies are parsed for their platforms; a pathological index bigger than this is not.
+MAX_INDEX_BODY = 256 * 1024
+
+
+@dataclass(frozen=True)
+class RecentTag:
+    repository: str
+    tag: str
+    digest: str
+    media_type: str
+    pushed_at: datetime
+
+
+@dataclass(frozen=True)
+class Overview:
+    repositories: int
+    tags: int
+    manifests: int
+    blobs: int
+    stored_bytes: int
+    recent: list[RecentTag]
+
+
+@dataclass(frozen=True)
+class RepositoryRow:
+    name: str
+    tags: int
+    size: int
+    last_push: datetime | None
+
+
+@dataclass(frozen=True)
+class RepositoryInfo:
+    id: int
+    name: str
+    created_at: datetime
+    tags: int
+    manifests: int
+    size: int
+    last_push: datetime | None
+
+
+@dataclass(frozen=True)
+class TagRow:
+    name: str
+    digest: str
+    media_type: str
+    artifact_type: str
+    size: int
+    platforms: list[str]
+    pushed_at: datetime
+
+
+@dataclass(frozen=True)
+class UntaggedRow:
+    digest: str
+    media_type: str
+    artifact_type: str
+    subject: str
+    size: int
+    created_at: datetime
+    index_child: bool
+
+
+@dataclass(frozen=True)
+class Referrer:
+    digest: str
+    media_type: str
+    artifact_type: str
+    size: int
+    annotations: dict[str, str]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ManifestInfo:
+    repository: str
+    repository_id: int
+    digest: str
+    media_type: str
+    artifact_type: str
+    subject: str
+    size: int
+    created_at: datetime
+    body: bytes
+    tags: list[str] = field(default_factory=list)
+
+
+def _with_manifests() -> Any:
+    return Repository.objects.filter(Exists(Manifest.objects.filter(repository=OuterRef("pk"))))
+
+
+def overview() -> Overview:
+    blobs = Blob.objects.aggregate(count=Count("id"), total=Sum("size"))
+    recent = (
+        Tag.objects.order_by("-updated_at", "-id")
+        .values_list("repository__name", "name", "manifest__digest", "manifest__media_type", "updated_at")
+    )
+    return Overview(
+        repositories=_with_manifests().count(),
+        tags=Tag.objects.count(),
+        manifests=Manifest.objects.count(),
+        blobs=blobs["count"],
+        stored_bytes=blobs["total"] or 0,
+        recent=[RecentTag(*row) for row in recent[:RECENT_TAGS]],
+    )
+
+
+def _last_push() -> Any:
+    """The later of the newest manifest and the newest tag move: both are pushes."""
+    newest_manifest = Subquery(
+        Manifest.objects.filter(repository=OuterRef("pk")).order_by("-created_at").values("created_at")[:1]
+    )
+    newest_tag = Subquery(
+        Tag.objects.filter(repository=OuterRef("pk")).order_by("-updated_at").values("updated_at")[:1]
+    )
+    return Greatest(Coalesce(newest_tag, newest_manifest), newest_manifest)
+
+
+def repositories(search: str, page_number: Any, sort: str = "name") -> tuple[Page, list[RepositoryRow]]:
+    query = _with_manifests()
+    if search:
+        query = query.filter(name__icontains=search)
+    if sort == "recent":
+        query = query.annotate(last=_last_push()).order_by(F("last").desc(nulls_last=True), "name")
+    else:
+        query = query.alias(key=byte_order("name")).order_by("key")
+    page = Paginator(query.values_list("id", "name"), PAGE_SIZE).get_page(page_number)
+    ids = [row[0] for row in page.object_list]
+    stats = _repository_stats(ids)
+    rows = [RepositoryRow(name, *stats.get(pk, (0, 0, None))) for pk, name in page.object_list]
+    return page, rows
+
+
+def _repository_stats(ids: list[int]) -> dict[int, tuple[int, int, datetime | None]]:
+    """(tag count, linked blob bytes, last push) for each repository id."""
+    if not ids:
+        return {}
+    tags = {
+        r["repository_id"]: (r["n"], r["last"])
+        for r in Tag.objects.filter(repository_id__in=ids).values("repository_id")
+        .annotate(n=Count("id"), last=Max("updated_at")).order_by()
+    }
+    pushed = dict(
+        Manifest.objects.filter(repository_id__in=ids).values("repository_id")
+        .annotate(last=Max("created_at")).order_by().values_list("repository_id", "last")
+    )
+    sizes = dict(
+        BlobLink.objects.filter(repository_id__in=ids).values("repository_id")
+        .annotate(total=Sum("blob__size")).order_by().values_list("repository_id", "total")
+    )
+    stats = {}
+    for pk in ids:
+        count, tag_moved = tags.get(pk, (0, None))
+        moments = [m for m in (tag_moved, pushed.get(pk)) if m is not None]
+        stats[pk] = (count, sizes.get(pk) or 0, max(moments) if moments else None)
+    return stats
+
+
+def repository(name: str) -> RepositoryInfo:
+    repo = get_repository(name)
+    count, size, last = _repository_stats([repo.pk])[repo.pk]
+    manifests = Manifest.objects.filter(repository=repo).count()
+    return RepositoryInfo(repo.pk, repo.name, repo.created_at, count, manifests, size, last)
+
+
+def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[Page, list[TagRow]]:
+    query = Tag.objects.filter(repository_id=repo.id)
+    if sort == "name":
+        query = query.alias(key=byte_order("name")).order_by("key")
+    else:
+        query = query.order_by("-updated_at", "-id")
+    columns = ("name", "updated_at", "manifest_id", "manifest__digest", "manifest__media_type",
+               "manifest__artifact_type", "manifest__size")
+    page = Paginator(query.values_list(*columns), PAGE_SIZE).get_page(page_number)
+    manifest_ids = {row[2] for row in page.object_list}
+    sizes = content_sizes(repo.id, manifest_ids)
+    platforms = _platforms(manifest_ids)
+    rows = [
+        TagRow(name, digest, media_type, artifact_type, sizes.get(mid, size), platforms.get(mid, []),
+               pushed)
+        for name, pushed, mid, digest, media_type, artifact_type, size in page.object_list
+    ]
+    return page, rows
+
+
+def content_sizes(repository_id: int, manifest_ids: Iterable[int]) -> dict[int, int]:
+    """Bytes of the distinct blobs each manifest pulls in; for an index, through its children."""
+    ids = list(manifest_ids)
+    if not ids:
+        return {}
+    refs = list(ManifestReference.objects.filter(manifest_id__in=ids).values_list("manifest_id", "digest", "kind"))
+    child_digests = {digest for _, digest, kind in refs if kind == ManifestReference.MANIFEST}
+    children = dict(
+        Manifest.objects.filter(repository_id=repository_id, digest__in=child_digests).values_list("digest", "id")
+    ) if child_digests else {}
+    child_refs = list(
+        ManifestReference.objects.filter(manifest_id__in=children.values(), kind=ManifestReference.BLOB)
+        .values_list("manifest_id", "digest")
+    ) if children else []
+    wanted = {d for _, d, k in refs if k == ManifestReference.BLOB} | {d for _, d in child_refs}
+    blob_sizes = dict(Blob.objects.filter(digest__in=wanted).values_list("digest", "size")) if wanted else {}
+
+    blobs_of: dict[int, set[str]] = {pk: set() for pk in ids}
+    for pk, digest in child_refs:
+        blobs_of.setdefault(pk, set()).add(digest)
+    owned: dict[int, set[str]] = {pk: set() for pk in ids}
+    for pk, digest, kind in refs:
+        if kind == ManifestReference.BLOB:
+            owned[pk].add(digest)
+        elif digest in children:
+            owned[pk] |= blobs_of.get(children[digest], set())
+    return {pk: sum(blob_sizes.get(d, 0) for d in digests) for pk, digests in owned.items()}
+
+
+def _platforms(manifest_ids: Iterable[int]) -> dict[int, list[str]]:
+    """Platforms of the indexes among ``manifest_ids``, from their (small) bodies."""
+    rows = Manifest.objects.filter(
+        id__in=list(manifest_ids), media_type__in=sorted(INDEX_TYPES), size__lte=MAX_INDEX_BODY
+    ).values_list("id", "media_type", "body")
+    return {pk: summarize(bytes(body), media_type).platforms for pk, media_type, body in rows}
+
+
+def untagged(repo: RepositoryInfo) -> tuple[int, list[UntaggedRow]]:
+    """Manifests no tag points to (index children, referrers, images whose tag moved on)."""
+    query = Manifest.objects.filter(repository_id=repo.id, tags__isnull=True)
+    total = query.count()
+    rows = list(
+        query.order_by("-created_at", "-id").values_list(
+            "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at"
+        )[:UNTAGGED_LIMIT]
+    )
+    digests = [row[1] for row in rows]
+    children = set(
+        ManifestReference.objects.filter(
+            manifest__repository_id=repo.id, kind=ManifestReference.MANIFEST, digest__in=digests
+        ).values_list("digest", flat=True)
+    ) if digests else set()
+    sizes = content_sizes(repo.id, [row[0] for row in rows])
+    return total, [
+        UntaggedRow(digest, media_type, artifact_type, subject, sizes.get(pk) or size, created,
+                    digest in children)
+        for pk, digest, media_type, artifact_type, subject, size, created in rows
+    ]
+
+
+def manifest(name: str, reference: str) -> ManifestInfo:
+    repo = get_repository(name)
+    if is_digest_like(reference):
+        query = Manifest.objects.filter(repository=repo, digest=str(parse_digest(reference)))
+    else:
+        check_tag(reference)
+        query = Manifest.objects.filter(repository=repo, tags__name=reference)
+    row = query.values_list(
+        "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at", "body"
+    ).first()
+    if row is None:
+        raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")
+    pk, digest, media_type, artifact_type, subject, size, created, body = row
+    tag_names = list(
+        Tag.objects.filter(manifest_id=pk).alias(key=byte_order("name")).order_by("key")
+        .values_list("name", flat=True)
+    )
+    return ManifestInfo(repo.name, repo.pk, digest, media_type, artifact_type, subject, size, created,
+                        bytes(body), tag_names)
+
+
+def referrers(info: ManifestInfo) -> list[Referrer]:
+    rows = (
+        Manifest.objects.filter(repository_id=info.repository_id, subject_digest=info.digest)
+        .order_by("created_at", "id")
+        .values_list("digest", "media_type", "artifact_type", "size", "annotations", "created_at")
+    )
+    return [Referrer(*row) for row in rows[:REFERRERS_LIMIT]]
+
+
+def parents(info: ManifestInfo) -> list[str]:
+    """Digests of the indexes in this repository that list this manifest."""
+    return list(
+        ManifestReference.objects.filter(
+            manifest__repository_id=info.repository_id, kind=ManifestReference.MANIFEST, digest=info.digest
+        ).values_list("manifest__digest", flat=True)[:50]
+    )
+
+
+def present(repository_id: int, digests: Iterable[str]) -> dict[str, int]:
+    """The content size of each of ``digests`` stored in the repository (the others are absent)."""
+    wanted = [d for d in digests if d]
+    if not wanted:
+        return {}
+    ids = dict(
+        Manifest.objects.filter(repository_id=repository_id, digest__in=wanted).values_list("id", "digest")
+    )
+    sizes = content_sizes(repository_id, ids)
+    return {digest: sizes.get(pk, 0) for pk, digest in ids.items()}

@@ -1,0 +1,95 @@
+"""Browse pages: overview, repositories, one repository, one manifest; deleting tags and manifests."""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+
+from ops.ui import queries
+from ops.ui.access import error_page, not_found, page, ui_view
+from ops.ui.configs import read_config
+from ops.ui.manifests import summarize
+from registry.digests import is_digest_like
+from registry.services import manifests
+from registry.services.exceptions import DeleteDisabled
+
+
+def _choice(request: HttpRequest, key: str, allowed: tuple[str, ...]) -> str:
+    value = request.GET.get(key, "")
+    return value if value in allowed else allowed[0]
+
+
+@ui_view("GET")
+def home(request: HttpRequest) -> HttpResponse:
+    return page(request, "home.html", {"nav": "home", "overview": queries.overview()})
+
+
+@ui_view("GET")
+def repository_list(request: HttpRequest) -> HttpResponse:
+    search = request.GET.get("q", "").strip()[:255]
+    sort = _choice(request, "sort", ("name", "recent"))
+    listing, rows = queries.repositories(search, request.GET.get("page"), sort)
+    return page(request, "repositories.html",
+                {"nav": "repositories", "page": listing, "rows": rows, "q": search, "sort": sort})
+
+
+@ui_view("GET")
+def repository_detail(request: HttpRequest, name: str) -> HttpResponse:
+    info = queries.repository(name)
+    sort = _choice(request, "sort", ("recent", "name"))
+    listing, tags = queries.tags(info, request.GET.get("page"), sort)
+    untagged_total, untagged = queries.untagged(info) if listing.number == 1 else (0, [])
+    return page(request, "repository.html", {
+        "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort,
+        "untagged_total": untagged_total, "untagged": untagged,
+        "deleted": request.GET.get("deleted", "")[:200],
+    })
+
+
+@ui_view("GET")
+def manifest_detail(request: HttpRequest, name: str, reference: str) -> HttpResponse:
+    info = queries.manifest(name, reference)
+    summary = summarize(info.body, info.media_type)
+    config = read_config(name, summary.config, summary.layers) if summary.is_image else None
+    linked = queries.present(info.repository_id, [c.digest for c in summary.children] + [summary.subject])
+    return page(request, "manifest.html", {
+        "nav": "repositories", "info": info, "summary": summary, "config": config,
+        "reference": reference, "tag": "" if is_digest_like(reference) else reference,
+        "referrers": queries.referrers(info), "parents": queries.parents(info),
+        "children": [{"child": c, "stored": c.digest in linked, "content_size": linked.get(c.digest)}
+                     for c in summary.children],
+        "subject_stored": summary.subject in linked,
+    })
+
+
+@ui_view("GET", "POST")
+def delete_manifest(request: HttpRequest, name: str, reference: str) -> HttpResponse:
+    """GET asks for confirmation; POST deletes. A tag deletes only the tag, a digest the manifest."""
+    if not request.viewer.can_delete:  # type: ignore[attr-defined]
+        raise DeleteDisabled("deletes are disabled")
+    info = queries.manifest(name, reference)
+    by_digest = is_digest_like(reference)
+    if request.method == "POST":
+        manifests.delete(name, reference, settings.REGISTRY_DELETE_ENABLED)
+        done = f"manifest {info.digest}" if by_digest else f"tag {reference}"
+        target = reverse("ui:repository", args=[name])
+        return HttpResponseRedirect(f"{target}?{urlencode({'deleted': done})}")
+    return page(request, "confirm_delete.html", {
+        "nav": "repositories", "info": info, "reference": reference, "by_digest": by_digest,
+        "referrers": queries.referrers(info) if by_digest else [],
+    })
+
+
+@ui_view("GET", "POST", "PUT", "PATCH", "DELETE", browse=False)
+def unknown_page(request: HttpRequest, rest: str = "") -> HttpResponse:
+    return not_found(request)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """settings.CSRF_FAILURE_VIEW: a form posted without a valid CSRF token (expired or forged)."""
+    return error_page(request, 403, "This form could not be verified",
+                      "The form was sent without a valid security token: it may have been open for "
+                      "too long, or your browser blocks cookies for this site. Go back, reload the "
+                      "page and try again.")
