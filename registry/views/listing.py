@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
+from registry import errors
 from registry.http import next_link
 from registry.services import catalog, referrers, tags
 from registry.services.manifest_format import OCI_INDEX
@@ -44,3 +45,8 @@ def referrers_list(request: HttpRequest, name: str, digest: str) -> HttpResponse
     if artifact_type:
         response["OCI-Filters-Applied"] = "artifactType"
     return response
+
+
+@registry_view("GET", "POST", "PUT", "PATCH", "DELETE")
+def unknown_endpoint(request: HttpRequest, rest: str) -> HttpResponse:
+    return errors.error_response(errors.ENDPOINT_UNKNOWN)
