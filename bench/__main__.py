@@ -1,0 +1,175 @@
+"""``python -m bench [--quick] [--only NAME,...]``: our registry against the CNCF registry, side by side.
+
+Starts the servers each workload pair needs on loopback ports with fresh data directories, runs
+every workload A B B A (ours, other, other, ours) so that drift of the shared machine cancels out,
+prints one table and writes ``bench/out/results.json`` and ``results.md``. The servers are stopped
+by PID at the end, on errors and on Ctrl-C or SIGTERM.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.servers import BENCH_PASSWORD, BENCH_USER, Endpoint, Ours, Reference, ensure_reference_installed
+from bench.workloads import QUICK, Side, Sizes, Workload, workloads
+
+OUT_DIR = Path(__file__).resolve().parent / "out"
+BASIC = "Basic " + base64.b64encode(f"{BENCH_USER}:{BENCH_PASSWORD}".encode()).decode()
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+class Servers:
+    """The servers of this run, started together (in threads) and all stopped by ``stop``."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.started: list[Any] = []
+        self.sides: dict[str, tuple[Side, Side]] = {}
+        self.starting: list[threading.Thread] = []
+
+    def start(self, pairs: set[str]) -> None:
+        anon = bool(pairs & {"anon", "bearer"})
+        auth = bool(pairs & {"basic", "bearer"})
+        servers = {
+            "ours": Ours(self.scratch / "ours") if anon else None,
+            "reference": Reference(self.scratch / "reference") if anon else None,
+            "ours-auth": Ours(self.scratch / "ours-auth", auth=True) if auth else None,
+            "reference-auth": Reference(self.scratch / "reference-auth", auth=True) if "basic" in pairs else None,
+        }
+        self.started = [s for s in servers.values() if s is not None]
+        errors: list[BaseException] = []
+
+        def start_one(server: Any) -> None:
+            try:
+                server.start()
+            except BaseException as exc:
+                errors.append(exc)
+
+        self.starting = [threading.Thread(target=start_one, args=(s,)) for s in self.started]
+        for thread in self.starting:
+            thread.start()
+        for thread in self.starting:
+            thread.join()
+        if errors:
+            raise errors[0]
+        if anon:
+            self.sides["anon"] = (self._side("ours", servers["ours"], None),
+                                  self._side("reference", servers["reference"], None))
+        if "basic" in pairs:
+            self.sides["basic"] = (self._side("ours", servers["ours-auth"], BASIC, "ours-basic"),
+                                   self._side("reference", servers["reference-auth"], BASIC,
+                                              "reference-basic"))
+        token = servers["ours-auth"].token if auth else None
+        if "bearer" in pairs and token:
+            self.sides["bearer"] = (self._side("ours", servers["ours-auth"], f"Bearer {token}", "ours-bearer"),
+                                    self._side("ours anon", servers["ours"], None, "ours-anon"))
+
+    def _side(self, label: str, server: Any, authorization: str | None, name: str = "") -> Side:
+        endpoint = Endpoint(label, server.endpoint.host, server.endpoint.port, authorization)
+        return Side(label, endpoint, server, self.scratch / "client" / (name or label))
+
+    def stop(self) -> None:
+        for thread in self.starting:  # interrupted while starting: let each finish, then stop it
+            thread.join()
+
+        def stop_one(server: Any) -> None:
+            try:
+                server.stop()
+            except Exception as exc:  # keep stopping the others
+                print(f"could not stop {server.label}: {exc}", file=sys.stderr)
+
+        threads = [threading.Thread(target=stop_one, args=(s,)) for s in self.started]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+
+def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes) -> list[report.Row]:
+    for side in (a, b):
+        side.scratch.mkdir(parents=True, exist_ok=True)
+        if workload.prepare:
+            workload.prepare(side, sizes)
+    runs: dict[str, list[dict[str, float]]] = {a.label: [], b.label: []}
+    for index, side in enumerate((a, b, b, a)):
+        figures = workload.run(side, sizes, len(runs[side.label]))
+        runs[side.label].append(figures)
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in figures.items())
+        print(f"  {workload.name:16} {side.label:10} run {index + 1}/4: {shown}", flush=True)
+    rows = []
+    for figure in workload.figures:
+        ours = [r[figure.key] for r in runs[a.label]]
+        other = [r[figure.key] for r in runs[b.label]]
+        rows.append(report.Row(figure, statistics.fmean(ours), statistics.fmean(other), b.label, ours, other))
+    return rows
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, short loads: under a minute")
+    parser.add_argument("--only", default="", help="comma-separated workload names to run")
+    parser.add_argument("--keep", action="store_true", help="keep the temp data directory")
+    parser.add_argument("--list", action="store_true", help="list the workloads and exit")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    sizes = QUICK if args.quick else Sizes()
+    selected = workloads(sizes)
+    if args.list:
+        print("\n".join(f"{w.name:16} {w.figures[0].label}" for w in selected))
+        return 0
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {w.name for w in selected}
+        if unknown:
+            print(f"unknown workload(s): {', '.join(sorted(unknown))} (see --list)", file=sys.stderr)
+            return 2
+        selected = [w for w in selected if w.name in wanted]
+    ensure_reference_installed()
+    signal.signal(signal.SIGTERM, _interrupt)
+    scratch = Path(tempfile.mkdtemp(prefix="registry-bench-"))
+    servers = Servers(scratch)
+    rows: list[report.Row] = []
+    started = time.monotonic()
+    try:
+        servers.start({w.pair for w in selected})
+        print(f"  servers up: {time.monotonic() - started:.1f} s", flush=True)
+        for workload in selected:
+            pair = servers.sides.get(workload.pair)
+            if pair is None:
+                print(f"  {workload.name}: skipped (no API token could be created)", flush=True)
+                continue
+            began = time.monotonic()
+            rows += run_workload(workload, *pair, sizes)
+            print(f"  {workload.name}: {time.monotonic() - began:.1f} s", flush=True)
+    finally:
+        servers.stop()
+        if args.keep:
+            print(f"data kept in {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    command = "python -m bench " + " ".join(argv)
+    json_path, _ = report.write(OUT_DIR, rows, report.machine(), command.strip())
+    print()
+    print(report.text_table(rows))
+    print(f"\n{time.monotonic() - started:.0f} s; written to {json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
