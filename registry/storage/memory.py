@@ -101,10 +101,13 @@ class MemoryDriver:
         return sorted(children)
 
     def move(self, source: str, dest: str) -> None:
+        # Both paths are checked before anything changes: a bad destination must not lose the source.
+        self._check(source)
+        self._check(dest)
         with self._lock:
-            if self._check(source) not in self._files:
+            if source not in self._files:
                 raise PathNotFound(source)
-            self._files[self._check(dest)] = self._files.pop(source)
+            self._files[dest] = self._files.pop(source)
             self._mtimes[dest] = self._mtimes.pop(source)
 
     def delete(self, path: str) -> None:

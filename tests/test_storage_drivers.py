@@ -1,0 +1,203 @@
+"""One conformance suite that every storage driver must pass."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from registry.storage.driver import InvalidPath, PathNotFound, StorageDriver, WriterBusy
+from registry.storage.filesystem import FilesystemDriver
+from registry.storage.memory import MemoryDriver
+
+
+@pytest.fixture(params=["filesystem", "memory"])
+def driver(request, tmp_path: Path) -> StorageDriver:
+    if request.param == "filesystem":
+        return FilesystemDriver(tmp_path / "root")
+    return MemoryDriver()
+
+
+def _content(driver: StorageDriver, path: str) -> bytes:
+    with driver.open(path) as fh:
+        return fh.read()
+
+
+def test_it_reads_back_what_it_wrote(driver) -> None:
+    driver.write("a/b/file", b"hello")
+    assert driver.read("a/b/file") == b"hello"
+
+
+def test_it_replaces_a_file_on_write(driver) -> None:
+    driver.write("file", b"first, longer")
+    driver.write("file", b"second")
+    assert driver.read("file") == b"second"
+
+
+def test_it_raises_path_not_found_for_missing_files(driver) -> None:
+    for call in (lambda: driver.read("nope"), lambda: driver.open("nope"), lambda: driver.stat("nope"),
+                 lambda: driver.list("nope"), lambda: driver.delete("nope"), lambda: driver.move("nope", "x")):
+        with pytest.raises(PathNotFound):
+            call()
+
+
+def test_it_opens_a_reader_at_an_offset(driver) -> None:
+    driver.write("file", b"0123456789")
+    with driver.open("file", offset=4) as fh:
+        assert fh.read(3) == b"456"
+        assert fh.read() == b"789"
+    with driver.open("file", offset=10) as fh:
+        assert fh.read() == b""
+
+
+def test_it_appends_with_a_writer_and_commits(driver) -> None:
+    writer = driver.writer("up/data")
+    writer.write(b"abc")
+    writer.write(memoryview(b"def"))
+    assert writer.size == 6
+    writer.commit()
+    again = driver.writer("up/data", append=True)
+    assert again.size == 6
+    again.write(b"gh")
+    again.commit()
+    assert _content(driver, "up/data") == b"abcdefgh"
+    assert driver.stat("up/data").size == 8
+
+
+def test_it_truncates_when_a_writer_does_not_append(driver) -> None:
+    driver.write("file", b"old content")
+    writer = driver.writer("file")
+    writer.write(b"new")
+    writer.commit()
+    assert driver.read("file") == b"new"
+
+
+def test_it_cuts_a_cancelled_writer_back_to_where_it_started(driver) -> None:
+    first = driver.writer("up/data")
+    first.write(b"kept")
+    first.commit()
+    second = driver.writer("up/data", append=True)
+    second.write(b" and dropped")
+    second.cancel()
+    assert driver.read("up/data") == b"kept"
+    second.cancel()  # a second cancel is harmless
+    assert driver.read("up/data") == b"kept"
+
+
+def test_it_leaves_an_empty_file_when_a_new_writer_is_cancelled(driver) -> None:
+    writer = driver.writer("up/data")
+    writer.write(b"dropped")
+    writer.cancel()
+    assert driver.stat("up/data").size == 0
+
+
+def test_it_refuses_a_second_writer_on_the_same_file(driver) -> None:
+    writer = driver.writer("up/data", append=True)
+    with pytest.raises(WriterBusy):
+        driver.writer("up/data", append=True)
+    writer.write(b"x")
+    writer.commit()
+    after_commit = driver.writer("up/data", append=True)
+    after_commit.cancel()
+    after_cancel = driver.writer("up/data", append=True)
+    after_cancel.commit()
+    assert driver.read("up/data") == b"x"
+
+
+def test_it_lets_writers_on_different_files_run_together(driver) -> None:
+    one, two = driver.writer("a/data"), driver.writer("b/data")
+    one.write(b"1")
+    two.write(b"2")
+    one.commit()
+    two.commit()
+    assert (driver.read("a/data"), driver.read("b/data")) == (b"1", b"2")
+
+
+def test_it_stats_files_and_directories(driver) -> None:
+    driver.write("dir/file", b"12345")
+    info = driver.stat("dir/file")
+    assert (info.path, info.size, info.is_dir) == ("dir/file", 5, False)
+    assert info.mtime > 0
+    assert driver.stat("dir").is_dir
+
+
+def test_it_lists_the_direct_children_of_a_directory(driver) -> None:
+    for path in ("top/b", "top/a/x", "top/a/y", "top/c/deep/z"):
+        driver.write(path, b".")
+    assert driver.list("top") == ["a", "b", "c"]
+    assert driver.list("top/a") == ["x", "y"]
+
+
+def test_it_moves_a_file_replacing_the_destination(driver) -> None:
+    driver.write("uploads/1/data", b"new")
+    driver.write("blobs/x/data", b"old")
+    driver.move("uploads/1/data", "blobs/x/data")
+    assert driver.read("blobs/x/data") == b"new"
+    with pytest.raises(PathNotFound):
+        driver.stat("uploads/1/data")
+
+
+def test_it_moves_into_a_directory_that_does_not_exist_yet(driver) -> None:
+    driver.write("src", b"data")
+    driver.move("src", "deep/new/dir/dest")
+    assert driver.read("deep/new/dir/dest") == b"data"
+
+
+def test_it_deletes_a_file_or_a_whole_tree(driver) -> None:
+    for path in ("tree/a", "tree/sub/b", "tree/sub/deeper/c", "keep/d"):
+        driver.write(path, b".")
+    driver.delete("tree/a")
+    with pytest.raises(PathNotFound):
+        driver.read("tree/a")
+    driver.delete("tree")
+    with pytest.raises(PathNotFound):
+        driver.stat("tree/sub/deeper/c")
+    assert driver.read("keep/d") == b"."
+
+
+def test_it_walks_every_file_below_a_path(driver) -> None:
+    files = {"w/a": b"1", "w/s/b": b"22", "w/s/t/c": b"333", "other/d": b"4"}
+    for path, data in files.items():
+        driver.write(path, data)
+    walked = sorted((info.path, info.size, info.is_dir) for info in driver.walk("w"))
+    assert walked == [("w/a", 1, False), ("w/s/b", 2, False), ("w/s/t/c", 3, False)]
+    assert list(driver.walk("missing")) == []
+
+
+BAD_PATHS = ["", "/etc/passwd", "..", "../x", "a/../b", "a/..", "./a", "a/./b", "a//b", "a/", "a\x00b"]
+
+
+@pytest.mark.parametrize("path", BAD_PATHS)
+def test_it_refuses_paths_that_could_leave_its_root(driver, path) -> None:
+    calls = [
+        lambda: driver.read(path),
+        lambda: driver.write(path, b"x"),
+        lambda: driver.open(path),
+        lambda: driver.writer(path),
+        lambda: driver.stat(path),
+        lambda: driver.list(path),
+        lambda: driver.delete(path),
+        lambda: driver.move(path, "ok"),
+        lambda: driver.move("ok", path),
+        lambda: list(driver.walk(path)),
+    ]
+    driver.write("ok", b"safe")
+    for call in calls:
+        with pytest.raises(InvalidPath):
+            call()
+    assert driver.read("ok") == b"safe"
+
+
+def test_it_reports_free_space(driver) -> None:
+    assert driver.free_bytes() > 0
+
+
+def test_the_filesystem_driver_keeps_everything_under_its_root(tmp_path) -> None:
+    root = tmp_path / "root"
+    driver = FilesystemDriver(root)
+    driver.write("a/b", b"x")
+    writer = driver.writer("c/d")
+    writer.write(b"y")
+    writer.commit()
+    driver.move("a/b", "e/f")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "root/c/d", "root/e/f"]
