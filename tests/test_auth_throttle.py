@@ -33,6 +33,13 @@ def test_it_slows_down_the_eleventh_attempt_in_a_minute(client, auth_on) -> None
     assert "retry after" in response.json()["error"]
 
 
+def test_it_refuses_even_a_recently_verified_password_during_a_lockout(client, auth_on) -> None:
+    # Otherwise a guesser would learn the right password from the one answer that is not a 429.
+    assert create(client, "wonderland").status_code == 201
+    fail(client, 10)
+    assert create(client, "wonderland").status_code == 429
+
+
 def test_it_keeps_the_count_in_the_database_for_every_worker(client, auth_on) -> None:
     fail(client, 3)
     assert LoginFailure.objects.filter(username="alice", address="10.0.0.1").count() == 3

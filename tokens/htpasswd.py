@@ -146,12 +146,6 @@ def _recently_verified(key: bytes) -> bool:
     return until is not None and until > time.monotonic()
 
 
-def is_cached(username: str, password: str) -> bool:
-    """True when this exact password was verified for the user within the last minute."""
-    stored = current_file().snapshot().users.get(username)
-    return stored is not None and _recently_verified(_cache_key(username, password, stored))
-
-
 def check_password(username: str, password: str) -> bool:
     snapshot = current_file().snapshot()
     stored = snapshot.users.get(username)

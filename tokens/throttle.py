@@ -2,14 +2,15 @@
 
 After ``LIMIT`` failures within ``WINDOW`` for the same (username, address), further attempts are
 refused with a retry delay until the oldest of those failures leaves the window. The failures are
-rows in the database, so every gunicorn worker and every replica counts them together. A password
-verified within the last minute (htpasswd's success cache) is accepted without a query, so a push
-that sends Basic credentials on every request costs no database round trip for them.
+rows in the database, so every gunicorn worker and every replica counts them together. The lockout
+is checked before the password, even one in htpasswd's success cache: answering the right password
+during a lockout would tell a guesser which guess was right. That costs one indexed query per
+password login; a successful one clears the user's failures.
 """
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -30,16 +31,24 @@ def _key(username: str, address: str) -> dict[str, str]:
     return {"username": username[:255], "address": address[:64]}
 
 
-def retry_after(username: str, address: str) -> int | None:
-    """Seconds until another attempt is allowed, or None when it is allowed now."""
-    now = timezone.now()
-    recent = list(
+def _recent_failures(username: str, address: str, now: datetime) -> list[datetime]:
+    """The newest failures (at most LIMIT) of the pair within the window, newest first."""
+    return list(
         LoginFailure.objects.filter(**_key(username, address), failed_at__gt=now - WINDOW)
         .order_by("-failed_at").values_list("failed_at", flat=True)[:LIMIT]
     )
+
+
+def _wait(recent: list[datetime], now: datetime) -> int | None:
     if len(recent) < LIMIT:
         return None
     return max(1, math.ceil((recent[-1] + WINDOW - now).total_seconds()))
+
+
+def retry_after(username: str, address: str) -> int | None:
+    """Seconds until another attempt is allowed, or None when it is allowed now."""
+    now = timezone.now()
+    return _wait(_recent_failures(username, address, now), now)
 
 
 def record_failure(username: str, address: str) -> None:
@@ -50,13 +59,14 @@ def record_failure(username: str, address: str) -> None:
 
 def verify_password(username: str, password: str, address: str) -> bool:
     """Check an htpasswd user's password; raises Throttled instead while the pair is locked out."""
-    if htpasswd.is_cached(username, password):
-        return True
-    wait = retry_after(username, address)
+    now = timezone.now()
+    recent = _recent_failures(username, address, now)
+    wait = _wait(recent, now)
     if wait is not None:
         raise Throttled(wait)
     if htpasswd.check_password(username, password):
-        LoginFailure.objects.filter(**_key(username, address)).delete()
+        if recent:
+            LoginFailure.objects.filter(**_key(username, address)).delete()
         return True
     record_failure(username, address)
     return False
