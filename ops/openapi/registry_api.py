@@ -202,6 +202,18 @@ def _referrers() -> Spec:
             "get": _op("List referrers", "listReferrers", {"200": ok, **_errors(400)}, parameters=[artifact])}
 
 
+def _unknown() -> Spec:
+    rest = {"name": "rest", "in": "path", "required": True, "description": "Any other path under /v2/.",
+            "schema": {"type": "string"}}
+    unknown = {"404": response("No registry endpoint at this path, in the OCI envelope.",
+                               ref("schemas", "ErrorEnvelope")),
+               "401": ref("responses", "Unauthorized")}
+    item: Spec = {"parameters": [rest]}
+    for method in ("get", "head", "post", "put", "patch", "delete"):
+        item[method] = _op("Any other /v2/ path", f"unknownEndpoint{method.capitalize()}", unknown)
+    return item
+
+
 def paths() -> dict[str, Spec]:
     return {
         "/v2/": _base(),
@@ -212,4 +224,5 @@ def paths() -> dict[str, Spec]:
         "/v2/{name}/blobs/uploads/": _upload_start(),
         "/v2/{name}/blobs/uploads/{upload_id}": _upload_session(),
         "/v2/{name}/referrers/{digest}": _referrers(),
+        "/v2/{rest}": _unknown(),
     }
