@@ -1,6 +1,7 @@
 """end-7 and end-7b: PUT of manifests and indexes, by tag or digest, with their checks."""
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -268,3 +269,12 @@ def test_it_accepts_the_same_manifest_pushed_twice(client, blobs) -> None:
     assert put_manifest(client, NAME, "v1", body).status_code == 201
     assert put_manifest(client, NAME, "v2", body).status_code == 201
     assert client.get(f"/v2/{NAME}/tags/list").json()["tags"] == ["v1", "v2"]
+
+
+def test_it_refuses_a_body_shorter_than_its_content_length_with_size_invalid(client, blobs) -> None:
+    body = make_manifest(CONFIG, [LAYER])
+    response = client.generic("PUT", f"/v2/{NAME}/manifests/v1", b"", OCI_MANIFEST,
+                              CONTENT_LENGTH=str(len(body) + 5), **{"wsgi.input": io.BytesIO(body)})
+    assert response.status_code == 400
+    assert error_code(response) == "SIZE_INVALID"
+    assert client.get(f"/v2/{NAME}/manifests/v1").status_code == 404
