@@ -6,6 +6,7 @@ would count those pages once per worker.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable
 
 MiB = 1024 * 1024
@@ -38,9 +39,15 @@ class PeakSampler:
         self.samples: list[int] = []
 
     def _run(self) -> None:
+        # Listing the processes costs a subprocess; once a second is enough to see a new worker.
+        pids, listed_at = self._pids(), time.monotonic()
+        next_at = time.monotonic()
         while not self._stop.is_set():
-            self.samples.append(total_pss(self._pids()))
-            self._stop.wait(self._interval)
+            if time.monotonic() - listed_at >= 1.0:
+                pids, listed_at = self._pids(), time.monotonic()
+            self.samples.append(total_pss(pids))
+            next_at += self._interval
+            self._stop.wait(max(next_at - time.monotonic(), 0))
 
     def __enter__(self) -> "PeakSampler":
         self._thread.start()

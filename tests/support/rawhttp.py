@@ -131,12 +131,23 @@ class GeneratedStream:
         self.sent = 0
         self._block = os.urandom(chunk)
 
-    def __iter__(self) -> Iterator[bytes]:
+    def _chunks(self) -> Iterator[bytes]:
         for i in range(self.total // self.chunk):
-            data = i.to_bytes(8, "big") + self._block[8:]
+            yield i.to_bytes(8, "big") + self._block[8:]
+
+    def __iter__(self) -> Iterator[bytes]:
+        for data in self._chunks():
             self.hasher.update(data)
             self.sent += len(data)
             yield data
+
+    def digest_ahead(self) -> str:
+        """The digest of what will be sent, by generating it once without sending (a monolithic
+        POST names its digest before the body)."""
+        hasher = hashlib.sha256()
+        for data in self._chunks():
+            hasher.update(data)
+        return "sha256:" + hasher.hexdigest()
 
     @property
     def digest(self) -> str:
