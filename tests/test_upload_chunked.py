@@ -73,6 +73,7 @@ def test_it_refuses_a_closing_put_chunk_at_the_wrong_offset_with_416(client, loc
     response = put_upload(client, location, digest_of(DATA), DATA[20:], HTTP_CONTENT_RANGE=f"20-{len(DATA) - 1}")
     assert response.status_code == 416
     assert response["Range"] == "0-9"
+    assert response["Location"] == location
 
 
 @pytest.mark.parametrize("content_range", ["1500-2999", "500-1499", "0-999", "999-1998"])
@@ -82,6 +83,8 @@ def test_it_refuses_a_gap_or_an_overlap_with_416_and_the_current_range(client, l
     response = patch(client, location, DATA[start : end + 1], content_range)
     assert response.status_code == 416
     assert response["Range"] == "0-999"
+    assert response["Location"] == location
+    assert response["Docker-Upload-UUID"] == location.rsplit("/", 1)[1]
     assert error_code(response) == "BLOB_UPLOAD_INVALID"
     status = client.get(location)
     assert status["Range"] == "0-999"  # the refused chunk left nothing behind

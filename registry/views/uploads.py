@@ -3,16 +3,21 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
+from registry import errors
 from registry.http import has_body, parse_content_range, request_body
 from registry.services import blobs, uploads
-from registry.services.exceptions import DigestInvalid
+from registry.services.exceptions import DigestInvalid, UploadOutOfOrder
 from registry.views.base import empty, registry_view
+
+
+def _upload_url(name: str, upload_id: str) -> str:
+    return f"/v2/{name}/blobs/uploads/{upload_id}"
 
 
 def _session_response(status: int, session: uploads.UploadStatus) -> HttpResponse:
     return empty(
         status,
-        Location=f"/v2/{session.name}/blobs/uploads/{session.id}",
+        Location=_upload_url(session.name, session.id),
         Range=f"0-{max(session.offset - 1, 0)}",
         Docker_Upload_UUID=session.id,
     )
@@ -39,6 +44,17 @@ def upload_start(request: HttpRequest, name: str) -> HttpResponse:
 
 @registry_view("GET", "PATCH", "PUT", "DELETE")
 def upload_session(request: HttpRequest, name: str, upload_id: str) -> HttpResponse:
+    try:
+        return _session_verb(request, name, upload_id)
+    except UploadOutOfOrder as exc:
+        # The session lives on: a 416 says where it is, like every other reply about it.
+        response = errors.response_for(exc)
+        response["Location"] = _upload_url(name, upload_id)
+        response["Docker-Upload-UUID"] = upload_id
+        return response
+
+
+def _session_verb(request: HttpRequest, name: str, upload_id: str) -> HttpResponse:
     if request.method == "PATCH":
         content_range = parse_content_range(request.headers.get("Content-Range"))
         session = uploads.append(name, upload_id, request_body(request), content_range)
