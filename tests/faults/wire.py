@@ -1,0 +1,205 @@
+"""What the fault tests need beyond a normal client: half-sent requests over raw sockets, the open
+file descriptors of the workers, and a check that storage and the database agree."""
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import socket
+import sqlite3
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tests.support.server import RegistryServer
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+MiB = 1024 * 1024
+
+
+def digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+
+    def header(self, name: str) -> str:
+        return self.headers.get(name.lower(), "")
+
+    def code(self) -> str:
+        """The code of the first error of an OCI error envelope."""
+        return json.loads(self.body)["errors"][0]["code"]
+
+
+class Registry:
+    """Plain HTTP to one registry; a new connection per request."""
+
+    def __init__(self, host: str, headers: dict[str, str] | None = None, timeout: float = 60) -> None:
+        self.host = host
+        self.headers = headers or {}
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> Reply:
+        conn = http.client.HTTPConnection(self.host, timeout=self.timeout)
+        try:
+            conn.request(method, path, body=body, headers={**self.headers, **(headers or {})})
+            resp = conn.getresponse()
+            return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+        finally:
+            conn.close()
+
+    def push_blob(self, name: str, data: bytes) -> str:
+        reply = self.request("POST", f"/v2/{name}/blobs/uploads/?digest={digest(data)}", data,
+                             {"Content-Type": "application/octet-stream"})
+        assert reply.status == 201, (reply.status, reply.body)
+        return digest(data)
+
+    def push_image(self, name: str, tag: str, layers: list[bytes]) -> tuple[str, bytes]:
+        """Push a config, the layers and a manifest; returns the manifest digest and bytes."""
+        config = json.dumps({"architecture": "amd64", "os": "linux", "tag": tag}).encode()
+        for blob in [config, *layers]:
+            self.push_blob(name, blob)
+        manifest = image_manifest(config, layers)
+        reply = self.request("PUT", f"/v2/{name}/manifests/{tag}", manifest, {"Content-Type": OCI_MANIFEST})
+        assert reply.status == 201, (reply.status, reply.body)
+        return digest(manifest), manifest
+
+    def pull_image(self, name: str, reference: str) -> dict[str, bytes]:
+        """Every blob of an image, each checked against its digest; keyed by digest."""
+        reply = self.request("GET", f"/v2/{name}/manifests/{reference}", headers={"Accept": OCI_MANIFEST})
+        assert reply.status == 200, (reply.status, reply.body)
+        assert reply.header("Docker-Content-Digest") == digest(reply.body)
+        doc = json.loads(reply.body)
+        blobs = {}
+        for descriptor in [doc["config"], *doc["layers"]]:
+            got = self.request("GET", f"/v2/{name}/blobs/{descriptor['digest']}")
+            assert got.status == 200, (got.status, got.body[:200])
+            assert digest(got.body) == descriptor["digest"] and len(got.body) == descriptor["size"]
+            blobs[descriptor["digest"]] = got.body
+        return blobs
+
+
+def image_manifest(config: bytes, layers: list[bytes]) -> bytes:
+    return json.dumps({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "digest": digest(config), "size": len(config)},
+        "layers": [{"mediaType": OCI_LAYER, "digest": digest(x), "size": len(x)} for x in layers],
+    }).encode()
+
+
+def send_partial(host: str, method: str, path: str, headers: dict[str, str], body_prefix: bytes) -> socket.socket:
+    """Send a request head and the first bytes of its body; the caller decides what happens next."""
+    hostname, port = host.rsplit(":", 1)
+    sock = socket.create_connection((hostname, int(port)), timeout=30)
+    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n" + "".join(
+        f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    sock.sendall(head.encode("latin-1") + body_prefix)
+    return sock
+
+
+def reset(sock: socket.socket) -> None:
+    """Close with an RST, as a client that crashes or loses its network does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def read_reply(sock: socket.socket) -> tuple[int, bytes]:
+    """Read a whole response (until the server closes or Content-Length is reached)."""
+    data = bytearray()
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = bytes(data).partition(b"\r\n\r\n")
+    if not head:
+        return 0, b""
+    status = int(head.split(b" ", 2)[1])
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), None)
+    body = bytearray(rest)
+    while length is not None and len(body) < length:
+        chunk = sock.recv(MiB)
+        if not chunk:
+            break
+        body += chunk
+    return status, bytes(body)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 15, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def upload_files(server: RegistryServer) -> dict[str, int]:
+    """Upload session id -> size of its data on disk (-1: a session directory without data)."""
+    uploads = storage_root(server) / "uploads"
+    if not uploads.is_dir():
+        return {}
+    return {p.name: (p / "data").stat().st_size if (p / "data").exists() else -1 for p in uploads.iterdir()}
+
+
+def storage_root(server: RegistryServer) -> Path:
+    return Path(server.env()["SVC_STORAGE_ROOT"])
+
+
+def db_rows(server: RegistryServer, query: str) -> list[tuple]:
+    path = server.env()["SVC_DATABASE_URL"].removeprefix("sqlite:///")
+    with sqlite3.connect(path, timeout=30) as conn:
+        return conn.execute(query).fetchall()
+
+
+def worker_fds(server: RegistryServer) -> dict[int, list[str]]:
+    """Open descriptors of every process of the server: pid -> their targets."""
+    fds = {}
+    for pid in server.pids():
+        try:
+            names = os.listdir(f"/proc/{pid}/fd")
+        except FileNotFoundError:
+            continue
+        targets = []
+        for name in names:
+            try:
+                targets.append(os.readlink(f"/proc/{pid}/fd/{name}"))
+            except FileNotFoundError:
+                pass
+        fds[pid] = sorted(targets)
+    return fds
+
+
+def storage_problems(server: RegistryServer) -> list[str]:
+    """Where storage and the database disagree: blob rows without data, data without rows, upload
+    sessions without data or data without a session, and temp files. Empty when they agree."""
+    root = storage_root(server)
+    problems = []
+    rows = {d for (d,) in db_rows(server, "SELECT digest FROM registry_blob")}
+    on_disk = set()
+    for data in root.glob("blobs/*/*/*/data"):
+        on_disk.add(f"{data.parts[-4]}:{data.parts[-2]}")
+        algorithm, hex_part = data.parts[-4], data.parts[-2]
+        actual = hashlib.new(algorithm, data.read_bytes()).hexdigest()
+        if actual != hex_part:
+            problems.append(f"blob file {data} holds {algorithm}:{actual}")
+    problems += [f"blob row without data: {d}" for d in sorted(rows - on_disk)]
+    problems += [f"blob data without a row: {d}" for d in sorted(on_disk - rows)]
+    sessions = {u for (u,) in db_rows(server, "SELECT id FROM registry_upload")}
+    files = upload_files(server)
+    problems += [f"upload session without data: {u}" for u in sorted(sessions - set(files))]
+    problems += [f"upload data without a session: {u}" for u in sorted(set(files) - sessions)]
+    problems += [f"temp file left: {p}" for p in root.rglob("*") if p.is_file() and
+                 (p.name.endswith(".tmp") or p.name.startswith("."))]
+    return problems
