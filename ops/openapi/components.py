@@ -132,6 +132,7 @@ SCHEMAS: dict[str, Spec] = {
             "username": _string("An htpasswd user.", minLength=1, maxLength=255),
             "password": _string("That user's password.", format="password"),
         },
+        "example": {"username": "alice", "password": "correct horse"},
     },
     "TokenCreateRequest": {
         "allOf": [
