@@ -40,7 +40,7 @@ def test_it_lists_repositories_with_tag_count_size_and_last_push(client: Client,
     assert response.status_code == 200
     body = rows(response)
     assert body.index("infra/tools") < body.index("team/app") < body.index("team/multi")
-    assert '<td class="num">3</td>' in body  # team/app has v1.0, v1.1 and latest
+    assert '<td class="num" data-label="Tags">3</td>' in body  # team/app: v1.0, v1.1, latest
     assert "2.0 MiB" in body
 
 

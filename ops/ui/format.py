@@ -31,17 +31,19 @@ def size(value: int | None) -> str:
 
 
 def _span(seconds: float) -> str:
+    # Days and longer round to the nearest unit: a 7-day token created a second ago expires "in 7
+    # days", not "in 6 days".
     for limit, unit, per in (
         (3600, "minute", 60),
-        (86400, "hour", 3600),
+        (86400 - 1800, "hour", 3600),
         (86400 * 30, "day", 86400),
         (86400 * 365, "month", 86400 * 30),
+        (float("inf"), "year", 86400 * 365),
     ):
         if seconds < limit:
-            count = max(1, int(seconds // per))
+            count = max(1, int(seconds // per) if per < 86400 else round(seconds / per))
             return f"{count} {unit}{'' if count == 1 else 's'}"
-    count = int(seconds // (86400 * 365))
-    return f"{count} year{'' if count == 1 else 's'}"
+    raise AssertionError("unreachable")
 
 
 def relative(moment: datetime, now: datetime | None = None) -> str:

@@ -67,10 +67,6 @@ class Summary:
     def is_image(self) -> bool:
         return self.config is not None and self.config.media_type in IMAGE_CONFIG_TYPES
 
-    @property
-    def is_artifact(self) -> bool:
-        return not self.is_index and (bool(self.artifact_type) or not self.is_image)
-
 
 def _strings(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):

@@ -12,7 +12,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Exists, F, Max, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce, Greatest
 
-from ops.ui.manifests import summarize
+from ops.ui.manifests import IMAGE_CONFIG_TYPES, summarize
 from registry.digests import is_digest_like
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
 from registry.services.common import byte_order, check_tag, get_repository, parse_digest
@@ -111,6 +111,11 @@ class ManifestInfo:
     tags: list[str] = field(default_factory=list)
 
 
+def artifact_type(stored: str) -> str:
+    """The stored artifact type, except an image's config type (what the referrers API reports)."""
+    return "" if stored in IMAGE_CONFIG_TYPES else stored
+
+
 def _with_manifests() -> Any:
     return Repository.objects.filter(Exists(Manifest.objects.filter(repository=OuterRef("pk"))))
 
@@ -202,9 +207,9 @@ def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[
     sizes = content_sizes(repo.id, manifest_ids)
     platforms = _platforms(manifest_ids)
     rows = [
-        TagRow(name, digest, media_type, artifact_type, sizes.get(mid, size), platforms.get(mid, []),
+        TagRow(name, digest, media_type, artifact_type(kind), sizes.get(mid, size), platforms.get(mid, []),
                pushed)
-        for name, pushed, mid, digest, media_type, artifact_type, size in page.object_list
+        for name, pushed, mid, digest, media_type, kind, size in page.object_list
     ]
     return page, rows
 
@@ -263,9 +268,9 @@ def untagged(repo: RepositoryInfo) -> tuple[int, list[UntaggedRow]]:
     ) if digests else set()
     sizes = content_sizes(repo.id, [row[0] for row in rows])
     return total, [
-        UntaggedRow(digest, media_type, artifact_type, subject, sizes.get(pk) or size, created,
+        UntaggedRow(digest, media_type, artifact_type(kind), subject, sizes.get(pk) or size, created,
                     digest in children)
-        for pk, digest, media_type, artifact_type, subject, size, created in rows
+        for pk, digest, media_type, kind, subject, size, created in rows
     ]
 
 
@@ -281,13 +286,13 @@ def manifest(name: str, reference: str) -> ManifestInfo:
     ).first()
     if row is None:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")
-    pk, digest, media_type, artifact_type, subject, size, created, body = row
+    pk, digest, media_type, kind, subject, size, created, body = row
     tag_names = list(
         Tag.objects.filter(manifest_id=pk).alias(key=byte_order("name")).order_by("key")
         .values_list("name", flat=True)
     )
-    return ManifestInfo(repo.name, repo.pk, digest, media_type, artifact_type, subject, size, created,
-                        bytes(body), tag_names)
+    return ManifestInfo(repo.name, repo.pk, digest, media_type, artifact_type(kind), subject, size,
+                        created, bytes(body), tag_names)
 
 
 def referrers(info: ManifestInfo) -> list[Referrer]:
@@ -296,7 +301,8 @@ def referrers(info: ManifestInfo) -> list[Referrer]:
         .order_by("created_at", "id")
         .values_list("digest", "media_type", "artifact_type", "size", "annotations", "created_at")
     )
-    return [Referrer(*row) for row in rows[:REFERRERS_LIMIT]]
+    return [Referrer(digest, media_type, artifact_type(kind), size, annotations, created)
+            for digest, media_type, kind, size, annotations, created in rows[:REFERRERS_LIMIT]]
 
 
 def parents(info: ManifestInfo) -> list[str]:
