@@ -99,6 +99,8 @@ REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])
 REGISTRY_DELETE_ENABLED: bool = SVC["registry"]["delete_enabled"]
 REGISTRY_MAX_MANIFEST_BYTES: int = SVC["registry"]["max_manifest_bytes"]
 REGISTRY_UPLOAD_EXPIRY_HOURS: int = SVC["registry"]["upload_expiry_hours"]
+REGISTRY_GC_INTERVAL_HOURS: int = SVC["gc"]["interval_hours"]
+REGISTRY_GC_GRACE_HOURS: int = SVC["gc"]["grace_hours"]
 REGISTRY_MIN_FREE_BYTES: int = SVC["storage"]["min_free_bytes"]
 
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
