@@ -10,15 +10,19 @@ Labels are bounded: an operation, an outcome, a mechanism, a role. Never a repos
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Iterable, Iterator
 
 import prometheus_client
+from django.db import DatabaseError
 from django.db.models import Count, Sum
 from prometheus_client import CollectorRegistry, Counter, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from registry.models import Blob
+
+log = logging.getLogger(__name__)
 
 BYTES_UPLOADED = Counter(
     "registry_bytes_uploaded", "Bytes of blobs and manifests accepted from clients."
@@ -64,20 +68,35 @@ def outcome(status: int) -> str:
 
 
 class StateCollector:
-    """Gauges read from shared state at scrape time: stored blobs and live API tokens."""
+    """Gauges read from shared state at scrape time: stored blobs and live API tokens.
+
+    A source that cannot be read leaves its gauges out of the scrape (Prometheus then shows them
+    as absent) instead of failing the whole scrape: the HTTP metrics matter most in an outage.
+    """
 
     def collect(self) -> Iterator[Metric]:
-        totals = Blob.objects.aggregate(count=Count("id"), size=Sum("size"))
-        blobs = GaugeMetricFamily("registry_storage_blobs", "Blobs stored (each digest once).")
-        blobs.add_metric([], totals["count"] or 0)
-        stored = GaugeMetricFamily("registry_storage_bytes", "Bytes of blob data stored.")
-        stored.add_metric([], totals["size"] or 0)
+        try:
+            totals = Blob.objects.aggregate(count=Count("id"), size=Sum("size"))
+        except DatabaseError as exc:
+            log.warning("metrics: blob totals unavailable: %s", exc)
+        else:
+            blobs = GaugeMetricFamily("registry_storage_blobs", "Blobs stored (each digest once).")
+            blobs.add_metric([], totals["count"] or 0)
+            yield blobs
+            stored = GaugeMetricFamily("registry_storage_bytes", "Bytes of blob data stored.")
+            stored.add_metric([], totals["size"] or 0)
+            yield stored
+        try:
+            by_role = active_tokens_by_role()
+        except OSError as exc:
+            log.warning("metrics: token counts unavailable: %s", exc)
+            return
         tokens = GaugeMetricFamily(
             "registry_active_tokens", "API tokens that are neither expired nor revoked.", labels=["role"]
         )
-        for role, count in active_tokens_by_role().items():
+        for role, count in by_role.items():
             tokens.add_metric([role], count)
-        return iter((blobs, stored, tokens))
+        yield tokens
 
 
 def active_tokens_by_role() -> dict[str, int]:

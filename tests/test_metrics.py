@@ -94,6 +94,15 @@ def test_it_never_labels_registry_metrics_by_repository_or_user(client: Client, 
     assert "alice" not in text
 
 
+def test_it_still_answers_when_the_token_directory_cannot_be_read(client: Client, settings, tmp_path) -> None:
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("")
+    settings.AUTH_TOKEN_STORAGE = blocker / "tokens"
+    text = scrape(client)
+    assert "registry_active_tokens" not in text
+    assert "registry_storage_blobs" in text
+
+
 def test_it_stays_open_with_auth_on(client: Client, auth_on) -> None:
     assert client.get("/metrics").status_code == 200
 
