@@ -119,7 +119,10 @@ def page(request: HttpRequest, template: str, context: dict[str, Any] | None = N
 
 
 def error_page(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:
-    return page(request, "error.html", {"status": status, "title": title, "message": message}, status)
+    # The request id (set by ops.middleware) lets an operator find the logged error.
+    context = {"status": status, "title": title, "message": message,
+               "request_id": getattr(request, "request_id", "")}
+    return page(request, "error.html", context, status)
 
 
 NOT_FOUND = (exc.NameUnknown, exc.NameInvalid, exc.ManifestUnknown, exc.TagInvalid,
