@@ -275,7 +275,7 @@ def test_it_is_usable_by_keyboard_and_on_a_phone_with_auth_off(chromium_factory,
         browser.shot("mobile-overview")
         browser.go("/ui/r/team/app/")
         browser.shot("mobile-repository")
-        browser.go(f"/ui/r/team/app/-/manifests/v1")
+        browser.go("/ui/r/team/app/-/manifests/v1")
         browser.shot("mobile-manifest")
         width = browser.page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, f"the page scrolls sideways ({width}px)"
@@ -283,5 +283,12 @@ def test_it_is_usable_by_keyboard_and_on_a_phone_with_auth_off(chromium_factory,
         assert "Repository not found" in browser.text()
         browser.shot("error-404")
         assert browser.errors == [] or all("404" in e for e in browser.errors)
+
+        dark = chromium_factory(server, color_scheme="dark")
+        dark.go("/ui/repositories/")
+        dark.shot("dark-repositories")
+        dark.go("/ui/r/team/app/-/manifests/latest")
+        dark.shot("dark-manifest")
+        assert dark.errors == []
     finally:
         server.stop()
