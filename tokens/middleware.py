@@ -127,6 +127,7 @@ class AuthenticationMiddleware:
         if not settings.AUTH_ENABLED:
             request.principal = OPEN
             return self.get_response(request)
+        request.principal = ANONYMOUS
         path = request.path_info
         if is_public(path) and path not in PING_PATHS:
             request.principal = self._optional_principal(request)
