@@ -128,3 +128,21 @@ def test_it_is_open_with_auth_off(client: Client, users, showcase) -> None:
 def test_it_gives_registry_clients_no_cookie(client: Client, showcase) -> None:
     response = client.get("/v2/_catalog")
     assert "sessionid" not in response.cookies and "csrftoken" not in response.cookies
+
+
+def test_it_ends_the_sign_in_of_a_user_removed_from_htpasswd(client: Client, auth_on) -> None:
+    sign_in(client)
+    assert client.get("/ui/").status_code == 200
+    auth_on.write_text("\n".join(line for line in auth_on.read_text().splitlines()
+                                 if not line.startswith("alice:")) + "\n")
+    assert client.get("/ui/").status_code == 302
+
+
+def test_it_ends_the_sign_in_when_the_password_changes(client: Client, auth_on) -> None:
+    from tokens import htpasswd
+
+    sign_in(client)
+    htpasswd.set_password(auth_on, "alice", "a brand new password", cost=4)
+    assert client.get("/ui/").status_code == 302
+    sign_in(client, password="a brand new password")
+    assert client.get("/ui/").status_code == 200

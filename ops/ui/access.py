@@ -21,17 +21,20 @@ from django.middleware.csrf import rotate_token
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.decorators import decorator_from_middleware
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_protect
 
 from registry.services import exceptions as exc
+from tokens import htpasswd
 
 log = logging.getLogger(__name__)
 View = Callable[..., HttpResponse]
 
 SESSION_USER = "ui_user"
 SESSION_SINCE = "ui_since"
+SESSION_CREDENTIAL = "ui_credential"
 # A signed cookie cannot be revoked server-side, so the sign-in itself carries its age and expires.
 SESSION_SECONDS = 12 * 3600
 with_session = decorator_from_middleware(SessionMiddleware)
@@ -68,13 +71,34 @@ class Viewer:
         return self.can_browse and self.delete_enabled
 
 
+def _credential(username: str) -> str | None:
+    """A keyed fingerprint of the user's current htpasswd entry; None once the user is gone.
+
+    Kept in the session, it ends every sign-in of a user whose password is changed or who is
+    removed from the file, on their next page view (the file is re-read when it changes).
+    """
+    stored = htpasswd.current_file().snapshot().users.get(username)
+    if stored is None:
+        return None
+    return salted_hmac("ops.ui.session", f"{username}:{stored}", algorithm="sha256").hexdigest()
+
+
+def _signed_in_user(session: Any) -> str | None:
+    username, since = session.get(SESSION_USER), session.get(SESSION_SINCE)
+    if not isinstance(username, str) or not isinstance(since, int):
+        return None
+    if not 0 <= time.time() - since <= SESSION_SECONDS:
+        return None
+    current, remembered = _credential(username), session.get(SESSION_CREDENTIAL)
+    if current is None or not isinstance(remembered, str) or not constant_time_compare(current, remembered):
+        return None
+    return username
+
+
 def viewer_for(request: HttpRequest) -> Viewer:
     session = getattr(request, "session", None)
-    username = session.get(SESSION_USER) if session is not None else None
-    since = session.get(SESSION_SINCE) if session is not None else None
-    fresh = isinstance(since, int) and 0 <= time.time() - since <= SESSION_SECONDS
     return Viewer(
-        username if isinstance(username, str) and fresh else None,
+        _signed_in_user(session) if session is not None else None,
         settings.AUTH_ENABLED,
         settings.REGISTRY_DELETE_ENABLED,
     )
@@ -85,6 +109,7 @@ def sign_in(request: HttpRequest, username: str) -> None:
     rotate_token(request)
     request.session[SESSION_USER] = username
     request.session[SESSION_SINCE] = int(time.time())
+    request.session[SESSION_CREDENTIAL] = _credential(username)
     request.session.set_expiry(SESSION_SECONDS)
 
 
