@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
-import uuid
 from datetime import datetime, timezone
 from typing import Any, BinaryIO, Callable
 
@@ -29,7 +29,7 @@ def request_id(supplied: str | None) -> str:
     """The client's X-Request-ID when it is a sane token, otherwise a new one."""
     if supplied and _CLIENT_REQUEST_ID.fullmatch(supplied):
         return supplied
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()
 
 
 class CountingReader:
