@@ -5,10 +5,12 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable
 
 from django.db import transaction
+from django.utils import timezone
 
 from registry.digests import Digest
 from registry.models import Blob, BlobLink, Repository
 from registry.services.common import check_name, ensure_repository, get_repository, parse_digest
+from registry.services.digest_locks import lock_digests
 from registry.services.exceptions import BlobUnknown, DeleteDisabled, NameUnknown
 from registry.storage import default_driver, paths
 from registry.storage.driver import PathNotFound, StorageDriver
@@ -48,11 +50,33 @@ def open_blob(name: str, digest_text: str, driver: StorageDriver | None = None) 
     return stream, BlobInfo(blob.digest, blob.size)
 
 
-def link(repository: Repository, digest: Digest, size: int) -> Blob:
-    """Record that ``repository`` holds the (already stored) blob ``digest``."""
+def link(
+    repository: Repository,
+    digest: Digest,
+    size: int,
+    driver: StorageDriver | None = None,
+    source: str | None = None,
+) -> Blob:
+    """Record that ``repository`` holds the blob ``digest``.
+
+    When the data is not stored, ``source`` (an upload's verified file) is moved into place, or
+    without one BlobUnknown is raised. Both happen under the digest's lock, so a garbage collection
+    deleting the data either ran before or sees the new row and keeps the data.
+    """
+    drv = driver or default_driver()
     with transaction.atomic():
+        lock_digests([str(digest)])
+        try:
+            drv.stat(paths.blob_data(digest))
+        except PathNotFound:
+            if source is None:
+                raise BlobUnknown(f"blob {digest} data is missing", {"digest": str(digest)}) from None
+            drv.move(source, paths.blob_data(digest))
         blob, _ = Blob.objects.get_or_create(digest=str(digest), defaults={"size": size})
-        BlobLink.objects.get_or_create(repository=repository, blob=blob)
+        blob_link, created = BlobLink.objects.get_or_create(repository=repository, blob=blob)
+        if not created:
+            # A re-pushed blob starts a new grace period, like a new one (see services.gc).
+            BlobLink.objects.filter(pk=blob_link.pk).update(created_at=timezone.now())
     return blob
 
 
@@ -78,10 +102,9 @@ def mount(
     if candidate is None:
         return None
     try:
-        (driver or default_driver()).stat(paths.blob_data(digest))
-    except PathNotFound:
+        blob = link(ensure_repository(name), digest, candidate.blob.size, driver)
+    except BlobUnknown:  # the data is gone (collected, or lost): the client uploads it instead
         return None
-    blob = link(ensure_repository(name), digest, candidate.blob.size)
     return BlobInfo(blob.digest, blob.size)
 
 

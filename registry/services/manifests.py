@@ -17,6 +17,7 @@ from registry.services.common import (
     get_repository,
     parse_digest,
 )
+from registry.services.digest_locks import lock_digests
 from registry.services.exceptions import (
     DeleteDisabled,
     DigestInvalid,
@@ -74,6 +75,11 @@ def put(
     for _attempt in range(3):
         try:
             with transaction.atomic():
+                # Taken in the garbage collector's order, so a collection deleting one of these
+                # runs wholly before (MANIFEST_BLOB_UNKNOWN here) or after (it sees our references).
+                lock_digests(
+                    [str(digest)] + [d.digest for d in parsed.blobs] + [d.digest for d in parsed.children]
+                )
                 _check_references(repository, parsed)
                 manifest = _store(repository, str(digest), body, parsed)
                 now = timezone.now()

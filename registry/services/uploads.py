@@ -238,18 +238,13 @@ def finish(
 
 
 def _commit(upload: Upload, digest: Digest, size: int, drv: StorageDriver) -> blobs.BlobInfo:
-    # Data first, then metadata: a crash in between leaves unreferenced data that the collector
-    # removes, never metadata that points to nothing.
-    target = paths.blob_data(digest)
-    try:
-        drv.stat(target)
-        drv.delete(paths.upload_dir(upload.id))  # already stored by another push
-    except storage.PathNotFound:
-        drv.move(paths.upload_data(upload.id), target)
-        drv.delete(paths.upload_dir(upload.id))
+    # blobs.link moves the data into place, when it is not stored already, inside the transaction
+    # that records the row: a crash before the commit leaves data without a row, which the collector
+    # removes, never a row without data; and a collection deleting a stored copy cannot interleave.
     with transaction.atomic():
-        blob = blobs.link(upload.repository, digest, size)
+        blob = blobs.link(upload.repository, digest, size, drv, source=paths.upload_data(upload.id))
         Upload.objects.filter(id=upload.id).delete()
+    _discard(upload.id, drv)
     return blobs.BlobInfo(blob.digest, blob.size)
 
 
@@ -279,14 +274,23 @@ def _discard(upload_id: str, drv: StorageDriver) -> None:
         pass
 
 
-def purge_expired(older_than: timedelta | None = None, driver: StorageDriver | None = None) -> int:
-    """Remove sessions idle for longer than the expiry, and upload data without a session."""
+def purge_expired(
+    older_than: timedelta | None = None, driver: StorageDriver | None = None, dry_run: bool = False
+) -> int:
+    """Remove sessions idle for longer than the expiry, and upload data without a session.
+
+    Returns how many were removed (with ``dry_run``, how many would be).
+    """
     drv = _driver(driver)
     cutoff = timezone.now() - (older_than if older_than is not None else _expiry())
-    expired = list(Upload.objects.filter(updated_at__lt=cutoff).values_list("id", flat=True))
-    for upload_id in expired:
-        _discard(upload_id, drv)
-    removed = len(expired)
+    removed = 0
+    for upload_id in list(Upload.objects.filter(updated_at__lt=cutoff).values_list("id", flat=True)):
+        if dry_run:
+            removed += 1
+        # Deleted only if still idle: a chunk may have arrived since the query.
+        elif Upload.objects.filter(id=upload_id, updated_at__lt=cutoff).delete()[0]:
+            _discard(upload_id, drv)
+            removed += 1
     try:
         on_disk = drv.list(paths.UPLOADS)
     except storage.PathNotFound:
@@ -300,6 +304,7 @@ def purge_expired(older_than: timedelta | None = None, driver: StorageDriver | N
         except (storage.PathNotFound, ValueError):
             continue
         if info.mtime < cutoff.timestamp():
-            _discard(upload_id, drv)
+            if not dry_run:
+                _discard(upload_id, drv)
             removed += 1
     return removed

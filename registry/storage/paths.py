@@ -5,6 +5,7 @@ Layout below the storage root::
     blobs/<algorithm>/<first two hex>/<hex>/data    content-addressed blob data, stored once
     uploads/<upload id>/data                         bytes of an upload session in progress
     _probe/<random>                                  readiness probe files
+    _gc/schedule                                     collector lock and time of the last scheduled run
 
 Repository membership, manifests and tags live in the database, not in this tree. The inputs are
 validated again here, so that no caller can build a path outside the tree by mistake.
@@ -20,6 +21,7 @@ _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 BLOBS = "blobs"
 UPLOADS = "uploads"
 PROBES = "_probe"
+GC_SCHEDULE = "_gc/schedule"
 
 
 def blob_dir(digest: Digest) -> str:
