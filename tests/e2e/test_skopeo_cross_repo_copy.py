@@ -22,7 +22,10 @@ def test_it_mounts_layers_across_repositories(start_registry, skopeo, tmp_path: 
     skopeo.run("copy", "--src-tls-verify=false", "--dest-tls-verify=false",
                f"docker://{registry.host}/team/app:v1", f"docker://{registry.host}/other/copy:v1")
 
-    mounts = [e for e in read_access_log(log) if e.method == "POST" and "mount=" in e.query]
+    # The manifest goes last, once every layer is in place.
+    entries = read_access_log(log, until=lambda entries: any(
+        e.method == "PUT" and e.path == "/v2/other/copy/manifests/v1" for e in entries))
+    mounts = [e for e in entries if e.method == "POST" and "mount=" in e.query]
     assert {parse_qs(e.query)["mount"][0] for e in mounts if e.status == 201} == set(image.layer_digests)
     assert all(parse_qs(e.query)["from"] == ["team/app"] for e in mounts if e.status == 201)
     data_files = list((registry.workdir / "registry" / "blobs").rglob("data"))

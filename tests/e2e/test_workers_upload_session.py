@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 from tests.support.rawhttp import Client, sha256_digest
-from tests.support.server import RegistryServer, access_log_env, read_access_log
+from tests.support.server import AccessEntry, RegistryServer, access_log_env, read_access_log
 
 pytestmark = pytest.mark.e2e
 
@@ -29,29 +29,43 @@ def paused(pids: list[int]) -> Iterator[None]:
             os.kill(pid, signal.SIGCONT)
 
 
-def pause_when_idle(pid: int, database: Path, timeout: float = 10.0) -> None:
-    """SIGSTOP a worker once it has closed its database connection, so that the kernel hands the
-    next connection to another worker.
+def pause_when_idle(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP a worker once it is idle, so that the kernel hands the next connection to another.
 
-    gunicorn logs a request before Django's request_finished closes the connection; stopping a
-    worker in between could leave it holding SQLite's lock and stall every other worker.
+    gunicorn logs a request before Django's request_finished runs (which may close a database
+    connection); a worker stopped in between could keep SQLite locked and stall the others. Idle:
+    every thread sleeping and no CPU time spent over three looks 50 ms apart.
     """
     deadline = time.monotonic() + timeout
-    while any(target.startswith(str(database)) for target in open_files(pid)):
-        assert time.monotonic() < deadline, f"worker {pid} kept its database connection open"
-        time.sleep(0.02)
+    looks: list[tuple[int, bool]] = []
+    while len(looks) < 3 or len(set(looks[-3:])) != 1 or not looks[-1][1]:
+        assert time.monotonic() < deadline, f"worker {pid} did not become idle"
+        looks.append(activity(pid))
+        time.sleep(0.05)
     os.kill(pid, signal.SIGSTOP)
 
 
-def open_files(pid: int) -> list[str]:
-    fd_dir = Path(f"/proc/{pid}/fd")
-    targets = []
-    for fd in fd_dir.iterdir():
+def activity(pid: int) -> tuple[int, bool]:
+    """(CPU ticks of all the worker's threads, whether every thread is sleeping)."""
+    ticks, sleeping = 0, True
+    for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            targets.append(os.readlink(fd))
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
         except FileNotFoundError:
-            continue  # closed while listing
-    return targets
+            continue  # a thread that just ended
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        sleeping = sleeping and fields[0] == "S"
+    return ticks, sleeping
+
+
+def logged_patches(log: Path, count: int) -> list[AccessEntry]:
+    """The PATCH requests in the access log, once ``count`` of them are there."""
+    entries = read_access_log(log, until=lambda entries: len(patches_in(entries)) >= count)
+    return patches_in(entries)
+
+
+def patches_in(entries: list[AccessEntry]) -> list[AccessEntry]:
+    return [e for e in entries if e.method == "PATCH"]
 
 
 def patch(client: Client, location: str, offset: int, chunk: bytes) -> int:
@@ -73,10 +87,9 @@ def test_it_continues_a_session_on_every_worker_and_after_a_restart(start_regist
     with paused(stopped):
         for chunk in chunks[:3]:
             offset = patch(client, location, offset, chunk)
-            patches = [e for e in read_access_log(log, at_least=len(served_by) + 3) if e.method == "PATCH"]
-            served_by.append(patches[-1].pid)
+            served_by.append(logged_patches(log, count=len(served_by) + 1)[-1].pid)
             stopped.append(served_by[-1])
-            pause_when_idle(served_by[-1], server.workdir / "db.sqlite3")
+            pause_when_idle(served_by[-1])
     assert len(set(served_by)) == 3, served_by
 
     server.stop()

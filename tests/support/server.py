@@ -11,6 +11,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -143,14 +144,19 @@ class AccessEntry:
     status: int
 
 
-def read_access_log(path: Path, at_least: int = 0, timeout: float = 5.0) -> list[AccessEntry]:
-    """The parsed access log; waits for ``at_least`` entries (gunicorn logs after replying)."""
+def read_access_log(
+    path: Path, until: Callable[[list[AccessEntry]], bool] = lambda _entries: True, timeout: float = 10.0
+) -> list[AccessEntry]:
+    """The parsed access log, once ``until(entries)`` holds (gunicorn logs a request after replying)."""
     deadline = time.monotonic() + timeout
     while True:
         entries = []
-        for line in path.read_text().splitlines() if path.exists() else []:
+        text = path.read_text() if path.exists() else ""
+        for line in text.split("\n")[:-1]:  # the last piece is empty or a line still being written
             pid, method, url_path, query, status = (line.split(" ") + [""] * 5)[:5]
             entries.append(AccessEntry(int(pid.strip("<>")), method, url_path, query, int(status)))
-        if len(entries) >= at_least or time.monotonic() > deadline:
+        if until(entries):
             return entries
-        time.sleep(0.05)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the access log {path} never showed what was expected")
+        time.sleep(0.02)
