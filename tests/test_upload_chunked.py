@@ -7,6 +7,8 @@ import pytest
 from django.utils import timezone
 
 from registry.models import Upload
+from registry.services import uploads
+from registry.storage import default_driver, paths
 from tests.support.registry_client import (
     body_of,
     digest_of,
@@ -183,11 +185,22 @@ def test_it_forgets_the_session_once_complete(client, location) -> None:
 
 
 def test_it_continues_a_session_in_another_process_by_rehashing_from_storage(client, location) -> None:
-    from registry.services import uploads
-
     patch(client, location, DATA[:1000], "0-999")
     uploads._hashes.drop(location.rsplit("/", 1)[1])  # as if the next request reached another worker
     patch(client, location, DATA[1000:], "1000-3071")
     done = put_upload(client, location, digest_of(DATA))
     assert done.status_code == 201
     assert body_of(client.get(done["Location"])) == DATA
+
+
+def test_it_refuses_to_complete_while_a_chunk_is_still_being_written(client, location) -> None:
+    patch(client, location, DATA[:1000], "0-999")
+    in_flight = default_driver().writer(paths.upload_data(location.rsplit("/", 1)[1]), append=True)
+    in_flight.write(b"half a chunk from another worker")
+    response = put_upload(client, location, digest_of(DATA[:1000]))
+    assert response.status_code == 416
+    assert response["Location"] == location
+    in_flight.cancel()
+    done = put_upload(client, location, digest_of(DATA[:1000]))
+    assert done.status_code == 201
+    assert body_of(client.get(done["Location"])) == DATA[:1000]

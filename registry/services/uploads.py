@@ -226,15 +226,36 @@ def finish(
     upload, offset = _session(name, upload_id, drv)
     if body is not None and (body.length is None or body.length > 0):
         offset = _stream_into(upload, offset, body, drv, content_range)
-    hasher = _hashes.take(upload_id, offset, digest.algorithm)
-    actual = hasher.hexdigest() if hasher is not None else _rehash(upload_id, digest.algorithm, drv)
-    if actual != digest.hex:
-        _discard(upload_id, drv)
-        raise DigestInvalid(
-            f"digest {digest} does not match uploaded content ({digest.algorithm}:{actual})",
-            {"digest": str(digest)},
-        )
-    return _commit(upload, digest, offset, drv)
+    guard = _hold(upload_id, offset, drv)
+    try:
+        hasher = _hashes.take(upload_id, offset, digest.algorithm)
+        actual = hasher.hexdigest() if hasher is not None else _rehash(upload_id, digest.algorithm, drv)
+        if actual != digest.hex:
+            _discard(upload_id, drv)
+            raise DigestInvalid(
+                f"digest {digest} does not match uploaded content ({digest.algorithm}:{actual})",
+                {"digest": str(digest)},
+            )
+        return _commit(upload, digest, offset, drv)
+    finally:
+        guard.commit()  # nothing was written through it: this only releases the lock
+
+
+def _hold(upload_id: str, offset: int, drv: StorageDriver) -> storage.Writer:
+    """Lock the session's data from verification to commit.
+
+    A chunk appended in between (a PATCH racing the closing PUT, in any worker) would otherwise
+    land in the blob after its digest was checked, and stay there under that digest.
+    """
+    try:
+        writer = drv.writer(paths.upload_data(upload_id), append=True)
+    except storage.WriterBusy:
+        raise UploadOutOfOrder("a chunk of this upload is still being written", offset) from None
+    size = writer.size
+    if size != offset:
+        writer.commit()
+        raise UploadOutOfOrder("a chunk of this upload landed while it was being completed", size)
+    return writer
 
 
 def _commit(upload: Upload, digest: Digest, size: int, drv: StorageDriver) -> blobs.BlobInfo:
