@@ -30,6 +30,20 @@ limit_request_fields = 100
 limit_request_field_size = 16384
 forwarded_allow_ips = "127.0.0.1,::1"
 
+
+# Slow clients: a deadline for the request head and an idle timeout for bodies and responses
+# (regsite/client_timeouts.py), because gthread itself would wait on a stalled client for ever.
+def post_worker_init(worker: object) -> None:
+    from regsite import client_timeouts
+
+    client_timeouts.install(worker, _server["client_timeout"])
+
+
+def pre_request(worker: object, req: object) -> None:
+    from regsite import client_timeouts
+
+    client_timeouts.head_received(req)
+
 # Prometheus multiprocess mode: each worker writes its metrics to files in this directory and a
 # scrape of /metrics sums them, so any worker reports the whole service. prometheus_client reads
 # the variable when it is first imported, which happens in the workers after this file has run.

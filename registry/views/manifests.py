@@ -14,7 +14,10 @@ def _read_manifest_body(request: HttpRequest, limit: int) -> bytes:
     body = request_body(request)
     if body.length is not None and body.length > limit:
         raise ManifestTooLarge(f"manifest of {body.length} bytes is over the limit of {limit}")
-    data = body.stream.read(limit + 1 if body.length is None else body.length)
+    try:
+        data = body.stream.read(limit + 1 if body.length is None else body.length)
+    except OSError as exc:  # the client went away or stalled past [server] client_timeout
+        raise SizeInvalid(f"client stopped sending the manifest: {exc}") from None
     if len(data) > limit:
         raise ManifestTooLarge(f"manifest is over the limit of {limit} bytes")
     if body.length is not None and len(data) != body.length:

@@ -181,6 +181,12 @@ def worker_fds(server: RegistryServer) -> dict[int, list[str]]:
     return fds
 
 
+def storage_fds(server: RegistryServer) -> list[str]:
+    """Descriptors any process of the server holds on files below the storage root."""
+    root = str(storage_root(server).resolve())
+    return [t for targets in worker_fds(server).values() for t in targets if t.startswith(root)]
+
+
 def storage_problems(server: RegistryServer) -> list[str]:
     """Where storage and the database disagree: blob rows without data, data without rows, upload
     sessions without data or data without a session, and temp files. Empty when they agree."""

@@ -1,0 +1,153 @@
+"""Slow and stalled clients under gunicorn ([server] client_timeout, here 2 s): a trickled request
+head or a stalled body or download cannot hold a worker thread, partial data is discarded, and
+everyone else keeps being served. A transfer that is slow but moving is never cut off."""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+from tests.faults.wire import MiB, Registry, digest, read_reply, send_partial, storage_fds, upload_files, \
+    wait_until
+from tests.support.server import RegistryServer
+
+pytestmark = pytest.mark.e2e
+TIMEOUT = 2
+SLOW_CLIENTS = 40  # well over the 2 x 8 worker threads
+# Queued connections wait their turn: each round of 16 slow clients is let go of after TIMEOUT.
+ROUNDS = -(-SLOW_CLIENTS // 16)
+OCTET = "application/octet-stream"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
+    server = RegistryServer(tmp_path_factory.mktemp("slow"), {"SVC_SERVER_CLIENT_TIMEOUT": str(TIMEOUT)})
+    yield server.start()
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_tracebacks(server: RegistryServer) -> Iterator[None]:
+    """Cutting a client off is routine: one warning line, never a stack trace or a 500."""
+    yield
+    log = server.log_path.read_text()
+    assert "Traceback" not in log and '"status":500' not in log
+
+
+def closed_by_server(sock: socket.socket, within: float) -> bool:
+    """True if the server closes (or answers and closes) the connection within ``within`` seconds."""
+    sock.settimeout(within)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+@pytest.fixture
+def slowloris(server: RegistryServer) -> Iterator[list[socket.socket]]:
+    """More connections than the server has threads, each trickling its headers a byte at a time."""
+    stop = threading.Event()
+    host, port = server.host.rsplit(":", 1)
+    socks = []
+    for _ in range(SLOW_CLIENTS):
+        sock = socket.create_connection((host, int(port)))
+        sock.sendall(b"GET /v2/ HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        socks.append(sock)
+
+    def trickle() -> None:
+        while not stop.wait(0.25):
+            for sock in socks:
+                try:
+                    sock.send(b"a")
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    yield socks
+    stop.set()
+    thread.join()
+    for sock in socks:
+        sock.close()
+
+
+def test_it_serves_others_while_clients_trickle_their_headers(server, slowloris) -> None:
+    time.sleep(0.5)  # every worker thread now holds a trickling connection
+    started = time.monotonic()
+    reply = Registry(server.host, timeout=30).request("GET", "/v2/_catalog")
+    assert reply.status == 200
+    assert time.monotonic() - started < ROUNDS * TIMEOUT + 3
+    assert all(closed_by_server(sock, ROUNDS * TIMEOUT + 3) for sock in slowloris)
+    assert "request head not complete within 2s" in server.log_path.read_text()
+
+
+def test_it_cuts_off_a_stalled_upload_and_discards_its_partial_chunk(server) -> None:
+    client = Registry(server.host)
+    blob = os.urandom(2 * MiB)
+    location = client.request("POST", "/v2/team/app/blobs/uploads/").header("Location")
+    assert client.request("PATCH", location, blob[:MiB], {"Content-Type": OCTET}).status == 202
+    stalled = send_partial(server.host, "PATCH", location, {"Content-Length": str(MiB), "Content-Type": OCTET},
+                           blob[MiB:MiB + 300_000])
+    assert client.request("GET", "/v2/").status == 200  # others are served meanwhile
+    stalled.settimeout(TIMEOUT + 5)
+    status, body = read_reply(stalled)
+    stalled.close()
+    assert status in (0, 400), body  # an error in the envelope, or just the closed connection
+    wait_until(lambda: not storage_fds(server), what="the upload file to be closed")
+    assert client.request("GET", location).header("Range") == f"0-{MiB - 1}"
+    assert upload_files(server)[location.rsplit("/", 1)[1]] == MiB
+    assert client.request("PATCH", location, blob[MiB:], {"Content-Type": OCTET}).status == 202
+    assert client.request("PUT", f"{location}?digest={digest(blob)}").status == 201
+
+
+def test_it_cuts_off_a_stalled_monolithic_upload_and_a_stalled_manifest(server) -> None:
+    client = Registry(server.host)
+    sessions_before = len(upload_files(server))
+    blob = os.urandom(MiB)
+    stalled_blob = send_partial(server.host, "POST", f"/v2/team/app/blobs/uploads/?digest={digest(blob)}",
+                                {"Content-Length": str(len(blob)), "Content-Type": OCTET}, blob[:1000])
+    stalled_manifest = send_partial(server.host, "PUT", "/v2/team/app/manifests/v1",
+                                    {"Content-Length": "500", "Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+                                    b'{"schemaVersion": 2,')
+    for sock in (stalled_blob, stalled_manifest):
+        sock.settimeout(TIMEOUT + 5)
+        status, body = read_reply(sock)
+        sock.close()
+        assert status in (0, 400), body
+    wait_until(lambda: len(upload_files(server)) == sessions_before, what="the stalled upload to be discarded")
+    assert client.request("HEAD", f"/v2/team/app/blobs/{digest(blob)}").status == 404
+
+
+def test_it_lets_go_of_a_download_the_client_stopped_reading(server) -> None:
+    client = Registry(server.host)
+    blob = os.urandom(32 * MiB)
+    client.push_blob("team/app", blob)
+    stalled = send_partial(server.host, "GET", f"/v2/team/app/blobs/{digest(blob)}", {}, b"")
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.recv(1000)
+    wait_until(lambda: not storage_fds(server), timeout=TIMEOUT + 5, what="the blob file to be closed")
+    stalled.close()
+
+
+def test_it_never_cuts_off_a_slow_upload_that_keeps_moving(server) -> None:
+    client = Registry(server.host)
+    blob = os.urandom(64 * 1024)
+    sock = send_partial(server.host, "POST", f"/v2/team/app/blobs/uploads/?digest={digest(blob)}",
+                        {"Content-Length": str(len(blob)), "Content-Type": OCTET}, b"")
+    pieces = [blob[i:i + 8192] for i in range(0, len(blob), 8192)]
+    for piece in pieces:  # 8 pieces over 4 s: twice the timeout in total, never idle for long
+        sock.sendall(piece)
+        time.sleep(0.5)
+    sock.settimeout(10)
+    status, body = read_reply(sock)
+    sock.close()
+    assert status == 201, body
+    assert client.request("GET", f"/v2/team/app/blobs/{digest(blob)}").body == blob
