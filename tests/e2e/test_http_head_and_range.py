@@ -68,6 +68,16 @@ def test_it_answers_head_on_a_manifest_with_its_length_and_no_body(pushed: Pushe
     assert rest == b""
 
 
+@pytest.mark.parametrize("path", ["/v2/", f"/v2/{NAME}/tags/list", "/v2/_catalog", f"/v2/{NAME}/manifests/v1"])
+def test_it_answers_head_with_the_length_a_get_would_have(pushed: Pushed, path: str) -> None:
+    get_status, get_headers, get_body = raw(pushed.server, "GET", path, f"Accept: {OCI_MANIFEST}")
+    status, headers, rest = raw(pushed.server, "HEAD", path, f"Accept: {OCI_MANIFEST}")
+    assert (status, get_status) == (200, 200)
+    assert headers["content-length"] == get_headers["content-length"] == str(len(get_body))
+    assert headers.get("content-type") == get_headers.get("content-type")
+    assert rest == b""
+
+
 @pytest.mark.parametrize("path", [
     f"/v2/{NAME}/blobs/sha256:{'0' * 64}",
     f"/v2/{NAME}/manifests/missing",
