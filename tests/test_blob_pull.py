@@ -127,9 +127,17 @@ def test_it_refuses_a_malformed_digest_with_digest_invalid(client, digest) -> No
     assert error_code(response) == "DIGEST_INVALID"
 
 
-def test_it_answers_404_when_the_data_is_gone_from_storage(client, blob_url, storage_root) -> None:
+def test_it_answers_404_to_get_and_head_when_the_data_is_gone_from_storage(client, blob_url, storage_root) -> None:
     for data_file in (storage_root / "blobs").rglob("data"):
         data_file.unlink()
     response = client.get(blob_url)
     assert response.status_code == 404
     assert error_code(response) == "BLOB_UNKNOWN"
+    assert client.head(blob_url).status_code == 404
+
+
+def test_it_takes_the_data_again_after_it_went_missing(client, blob_url, storage_root) -> None:
+    for data_file in (storage_root / "blobs").rglob("data"):
+        data_file.unlink()
+    push_blob(client, "team/app", DATA)
+    assert body_of(client.get(blob_url)) == DATA

@@ -34,8 +34,14 @@ def _linked(name: str, digest: Digest) -> Blob:
     return blob
 
 
-def stat(name: str, digest_text: str) -> BlobInfo:
-    blob = _linked(name, parse_digest(digest_text))
+def stat(name: str, digest_text: str, driver: StorageDriver | None = None) -> BlobInfo:
+    digest = parse_digest(digest_text)
+    blob = _linked(name, digest)
+    try:
+        (driver or default_driver()).stat(paths.blob_data(digest))
+    except PathNotFound:
+        # As GET does: a client that HEADs before pushing must push the missing data again.
+        raise BlobUnknown(f"blob {digest} data is missing", {"digest": str(digest)}) from None
     return BlobInfo(blob.digest, blob.size)
 
 
