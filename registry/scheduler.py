@@ -68,7 +68,7 @@ def _last_run(fd: int) -> float | None:
 
 def _record_run(fd: int, when: float) -> None:
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{when:.3f}\n".encode(), 0)
+    os.pwrite(fd, f"{when!r}\n".encode(), 0)
     os.fsync(fd)
 
 

@@ -1,0 +1,54 @@
+"""Whole repositories: delete one with everything recorded in it.
+
+A repository shows in the catalog while it holds a manifest (services.catalog), so deleting its
+last manifest already hides it; deleting the repository also forgets its blob links and upload
+sessions. Blob data is left to the garbage collector: other repositories may share it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag, Upload
+from registry.services.common import get_repository
+from registry.storage import default_driver, paths
+from registry.storage.driver import PathNotFound, StorageDriver
+
+
+@dataclass(frozen=True)
+class DeletedRepository:
+    name: str
+    tags: int
+    manifests: int
+    blob_links: int
+    uploads: int
+
+
+def delete_repository(name: str, driver: StorageDriver | None = None) -> DeletedRepository:
+    """Delete repository ``name`` and its tags, manifests, blob links and upload sessions.
+
+    Raises NameInvalid for a malformed name and NameUnknown for a repository that does not exist.
+    """
+    repository = get_repository(name)
+    with transaction.atomic():
+        # Children first and only ids loaded: manifest bodies can be megabytes each.
+        ManifestReference.objects.filter(manifest__repository=repository).delete()
+        tags, _ = Tag.objects.filter(repository=repository).delete()
+        manifests, _ = Manifest.objects.filter(repository=repository).only("id").delete()
+        blob_links, _ = BlobLink.objects.filter(repository=repository).delete()
+        upload_ids = list(Upload.objects.filter(repository=repository).values_list("id", flat=True))
+        Upload.objects.filter(repository=repository).delete()
+        Repository.objects.filter(pk=repository.pk).delete()
+    _remove_upload_data(upload_ids, driver or default_driver())
+    return DeletedRepository(name, tags, manifests, blob_links, len(upload_ids))
+
+
+def _remove_upload_data(upload_ids: list[str], driver: StorageDriver) -> None:
+    # After the commit: a crash before this leaves session data without a session, which
+    # uploads.purge_expired removes once it is older than the upload expiry.
+    for upload_id in upload_ids:
+        try:
+            driver.delete(paths.upload_dir(upload_id))
+        except PathNotFound:
+            pass

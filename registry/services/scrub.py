@@ -1,0 +1,165 @@
+"""Integrity scrub: re-hash stored blobs and compare the data on disk with the metadata.
+
+Three kinds of problem are found: a blob whose data no longer hashes to its digest (or has the wrong
+size), a blob row whose data file is gone, and a data file without a row. Repairing removes what is
+broken, so that a client pushing the image again uploads the blob afresh instead of every pull
+getting corrupt bytes: manifests that reference a removed blob stay, and their pulls answer
+BLOB_UNKNOWN for it until it is pushed again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Callable
+
+from django.db import transaction
+from django.utils import timezone
+
+from registry.digests import Digest, new_hasher
+from registry.models import Blob, BlobLink
+from registry.services.digest_locks import lock_digests
+from registry.services.gc import BATCH, PROGRESS_EVERY, delete_data_without_rows
+from registry.storage import default_driver, paths
+from registry.storage.driver import PathNotFound, StorageDriver
+
+CHUNK_SIZE = 1024 * 1024
+CORRUPT, MISSING, ORPHANED = "corrupt", "missing", "orphaned"
+
+Report = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str  # CORRUPT, MISSING or ORPHANED
+    digest: str
+    detail: str
+    repaired: bool = False
+
+    def __str__(self) -> str:
+        text = f"{self.kind} blob {self.digest}: {self.detail}"
+        return f"{text} (removed)" if self.repaired else text
+
+
+@dataclass
+class ScrubResult:
+    blobs_checked: int = 0
+    bytes_checked: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _silent(_line: str) -> None:
+    return None
+
+
+def scrub(
+    repair: bool = False,
+    grace: timedelta = timedelta(hours=24),
+    driver: StorageDriver | None = None,
+    report: Report = _silent,
+) -> ScrubResult:
+    """Check every blob; ``report`` gets one line per problem and progress lines.
+
+    A data file without a row is only a problem once older than ``grace``: an upload renames its
+    data into place a moment before it records the row.
+    """
+    drv = driver or default_driver()
+    result = ScrubResult()
+
+    def found(problem: Problem) -> None:
+        result.problems.append(problem)
+        report(str(problem))
+
+    _check_rows(drv, repair, result, found, report)
+    _check_files(drv, repair, timezone.now() - grace, found)
+    return result
+
+
+def _check_rows(
+    drv: StorageDriver, repair: bool, result: ScrubResult, found: Callable[[Problem], None], report: Report
+) -> None:
+    total, last = Blob.objects.count(), 0
+    while True:
+        rows = Blob.objects.filter(id__gt=last).order_by("id")
+        page = list(rows.values_list("id", "digest", "size")[:BATCH])
+        if not page:
+            return
+        last = page[-1][0]
+        for _id, text, size in page:
+            problem = _check_blob(drv, Digest.parse(text), size)
+            if problem is not None and Blob.objects.filter(digest=text).exists():  # not collected meanwhile
+                found(_repair(drv, problem) if repair else problem)
+            result.blobs_checked += 1
+            result.bytes_checked += size
+            if result.blobs_checked % PROGRESS_EVERY == 0:
+                checked = f"{result.blobs_checked} of {total} blobs checked ({result.bytes_checked} bytes)"
+                report(f"progress: {checked}")
+
+
+def _check_blob(drv: StorageDriver, digest: Digest, size: int) -> Problem | None:
+    path = paths.blob_data(digest)
+    try:
+        actual_size = drv.stat(path).size
+    except PathNotFound:
+        return Problem(MISSING, str(digest), "its data file is missing")
+    if actual_size != size:
+        return Problem(CORRUPT, str(digest), f"data is {actual_size} bytes, the blob is {size}")
+    hasher = new_hasher(digest.algorithm)
+    try:
+        with drv.open(path) as stream:
+            while chunk := stream.read(CHUNK_SIZE):
+                hasher.update(chunk)
+    except PathNotFound:
+        return Problem(MISSING, str(digest), "its data file is missing")
+    if hasher.hexdigest() != digest.hex:
+        return Problem(CORRUPT, str(digest), f"data hashes to {digest.algorithm}:{hasher.hexdigest()}")
+    return None
+
+
+def _repair(drv: StorageDriver, problem: Problem) -> Problem:
+    digest = Digest.parse(problem.digest)
+    with transaction.atomic():
+        lock_digests([problem.digest])
+        if problem.kind == MISSING:
+            try:
+                drv.stat(paths.blob_data(digest))
+                return problem  # pushed again meanwhile: nothing is missing any more
+            except PathNotFound:
+                pass
+        else:
+            # Corrupt data goes first, inside the transaction: a crash before the commit leaves a
+            # row without data, which the next scrub removes, and no pull gets the bad bytes.
+            try:
+                drv.delete(paths.blob_dir(digest))
+            except PathNotFound:
+                pass
+        BlobLink.objects.filter(blob__digest=problem.digest).delete()
+        Blob.objects.filter(digest=problem.digest).delete()
+    return Problem(problem.kind, problem.digest, problem.detail, repaired=True)
+
+
+def _check_files(
+    drv: StorageDriver, repair: bool, cutoff: datetime, found: Callable[[Problem], None]
+) -> None:
+    batch: list[tuple[str, int]] = []
+    for info in drv.walk(paths.BLOBS):
+        digest = paths.digest_from_blob_path(info.path)
+        if digest is not None and info.mtime < cutoff.timestamp():
+            batch.append((str(digest), info.size))
+        if len(batch) >= BATCH:
+            _report_orphans(drv, batch, repair, found)
+            batch = []
+    _report_orphans(drv, batch, repair, found)
+
+
+def _report_orphans(
+    drv: StorageDriver, files: list[tuple[str, int]], repair: bool, found: Callable[[Problem], None]
+) -> None:
+    if not files:
+        return
+    known = set(
+        Blob.objects.filter(digest__in=[digest for digest, _size in files]).values_list("digest", flat=True)
+    )
+    orphans = {digest: size for digest, size in files if digest not in known}
+    removed = delete_data_without_rows(drv, list(orphans)) if repair and orphans else {}
+    for digest, size in orphans.items():
+        found(Problem(ORPHANED, digest, f"{size} bytes of data without a blob row", digest in removed))
