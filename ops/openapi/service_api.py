@@ -123,6 +123,9 @@ def ui_paths() -> dict[str, Spec]:
         "/ui/r/{name}/-/manifests/{reference}/delete": _page(
             "Confirm and delete a manifest", "uiDeleteManifest", browse + " Deleting needs the admin role.",
             ("get", "post"), [name, reference]),
+        "/ui/r/{name}/-/delete": _page(
+            "Confirm by typing the name, then delete a whole repository", "uiDeleteRepository",
+            browse + " Deleting needs the admin role.", ("get", "post"), [name]),
         "/ui/sign-in": _page("Sign in with an htpasswd user", "uiSignIn", "HTML form.", ("get", "post")),
         "/ui/sign-out": _page("Sign out", "uiSignOut", "HTML form action.", ("post",)),
         "/ui/tokens/": _page("The signed-in user's API tokens; create one", "uiTokens", "HTML form.",
