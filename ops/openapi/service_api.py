@@ -86,19 +86,26 @@ def ops_paths() -> dict[str, Spec]:
     }
 
 
+def _html(description: str) -> Spec:
+    return {"description": description, "content": HTML}
+
+
 def _page(summary: str, operation_id: str, description: str, methods: tuple[str, ...] = ("get",),
           parameters: list[Spec] | None = None) -> Spec:
     item: Spec = {}
     if parameters:
         item["parameters"] = parameters
     for method in methods:
-        ok = "303" if method == "post" else "200"
-        responses: dict[str, Spec] = {ok: {"description": "An HTML page." if ok == "200" else
-                                           "Done; redirects to the next page.",
-                                           **({"content": HTML} if ok == "200" else {})}}
         if method == "post":
-            responses["200"] = {"description": "The form again, with its errors.", "content": HTML}
-            responses["403"] = {"description": "CSRF check failed or not allowed.", "content": HTML}
+            responses = {"302": {"description": "Done; redirects to the next page."},
+                         "200": _html("The page again, showing the result."),
+                         "400": _html("The form again, with its errors."),
+                         "403": _html("The form's CSRF check failed, or the role does not allow it.")}
+        else:
+            responses = {"200": _html("An HTML page."),
+                         "302": {"description": "With auth on and no session: to the sign-in page."},
+                         "404": _html("Nothing here.")}
+        responses["405"] = _html("Method not allowed.")
         item[method] = {"tags": ["web UI"], "summary": summary, "description": description,
                         "operationId": f"{operation_id}{method.capitalize()}", "security": PUBLIC,
                         "responses": responses}
