@@ -37,6 +37,10 @@ def post_worker_init(worker: object) -> None:
     from regsite import client_timeouts
 
     client_timeouts.install(worker, _server["client_timeout"])
+    # [gc] interval_hours: every worker polls; a lock in the storage root lets one collect per interval.
+    from registry import scheduler
+
+    scheduler.start()
 
 
 def pre_request(worker: object, req: object) -> None:
