@@ -48,6 +48,7 @@ def pre_request(worker: object, req: object) -> None:
 
     client_timeouts.head_received(req)
 
+
 # Prometheus multiprocess mode: each worker writes its metrics to files in this directory and a
 # scrape of /metrics sums them, so any worker reports the whole service. prometheus_client reads
 # the variable when it is first imported, which happens in the workers after this file has run.
