@@ -177,7 +177,7 @@ def list_tokens(owner: str | None = None) -> list[TokenRecord]:
 
 def revoke_token(owner: str | None, hash_prefix: str) -> None:
     """Delete the token; ``owner`` None revokes anyone's (manage.py), else only the owner's."""
-    if not isinstance(hash_prefix, str) or not HASH_PREFIX.match(hash_prefix):
+    if not isinstance(hash_prefix, str) or not HASH_PREFIX.fullmatch(hash_prefix):
         raise InvalidPrefix()
     prefix = hash_prefix.lower()
     repo = repository()

@@ -42,7 +42,8 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
         raise BodyTooLarge()
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        # ValueError also covers integers over Python's 4300-digit limit; RecursionError, deep nesting.
         raise InvalidTokenRequest("body", "body: the request body must be JSON") from None
     if not isinstance(data, dict):
         raise InvalidTokenRequest("body", "body: the request body must be a JSON object")
@@ -54,6 +55,10 @@ def string_field(body: dict[str, Any], field: str) -> str:
         raise InvalidTokenRequest(field, f"{field} is required")
     if not isinstance(body[field], str):
         raise InvalidTokenRequest(field, f"{field} must be a string")
+    try:
+        body[field].encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate such as "\ud800" is valid JSON but not text
+        raise InvalidTokenRequest(field, f"{field} must be valid Unicode text") from None
     return body[field]
 
 
