@@ -1,13 +1,14 @@
 """Filesystem storage driver: atomic writes (temp file, fsync, rename, directory fsync)."""
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 from registry.storage.driver import (
     FileInfo,
@@ -25,6 +26,28 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# Dirty pages are handed to the disk every this many bytes while an upload streams in, so the fsync
+# of commit finds little left to write instead of the whole blob (for 256 MiB: ~80 ms on an idle
+# disk, over a second on a busy one). The data stays in the page cache for pulls.
+WRITEBACK_BYTES = 8 * 1024 * 1024
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def _writeback_starter() -> Callable[[int, int, int], object]:
+    """sync_file_range(2) with SYNC_FILE_RANGE_WRITE: start writeback, do not wait (Linux only)."""
+    try:
+        call = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return lambda fd, offset, length: None
+    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    # Advisory only: a failure here shows up, if it is real, in the fsync of commit.
+    return lambda fd, offset, length: call(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+
+
+_start_writeback = _writeback_starter()
 
 
 def _translate(exc: OSError, path: str) -> StorageError:
@@ -50,6 +73,7 @@ class FileWriter:
             raise WriterBusy(f"{path} is being written by another request") from None
         self._start = os.fstat(self._fd).st_size
         self._size = self._start
+        self._flushed = self._start
         self._closed = False
 
     @property
@@ -65,6 +89,9 @@ class FileWriter:
                 self._size += written
         except OSError as exc:
             raise _translate(exc, self._path) from exc
+        if self._size - self._flushed >= WRITEBACK_BYTES:
+            _start_writeback(self._fd, self._flushed, self._size - self._flushed)
+            self._flushed = self._size
         return len(data)
 
     def commit(self) -> None:
