@@ -143,3 +143,12 @@ def test_it_sends_headers_that_keep_pages_out_of_frames_and_caches(client: Clien
 def test_it_refuses_other_methods_on_pages(client: Client) -> None:
     response = client.put("/ui/repositories/")
     assert response.status_code in (403, 405)  # CSRF refuses first without a token
+
+
+@pytest.mark.parametrize("path, text", [
+    ("/ui/repositories/?deleted=Call+0800+to+recover+your+images", "Call 0800"),
+    ("/ui/r/team/app/?deleted=tag+v1.0%3B+visit+evil.example", "evil.example"),
+    ("/ui/r/team/app/?deleted=everything", "Deleted everything"),
+])
+def test_it_announces_only_real_looking_deletes(client: Client, showcase, path: str, text: str) -> None:
+    assert text not in client.get(path).content.decode()

@@ -93,3 +93,29 @@ def test_it_lets_only_signed_in_users_delete_with_auth_on(browser: Client, auth_
     assert "/ui/r/team/app/-/manifests/v1.0/delete" in page
     assert post_form(browser, "/ui/r/team/app/-/manifests/v1.0/delete").status_code == 302
     assert "v1.0" not in tags("team/app")
+
+
+def test_it_deletes_a_repository_once_its_name_is_typed_again(browser: Client, showcase) -> None:
+    from registry.models import Repository
+
+    page = browser.get("/ui/r/team/app/").content.decode()
+    assert 'href="/ui/r/team/app/-/delete"' in page
+    confirm = browser.get("/ui/r/team/app/-/delete")
+    assert confirm.status_code == 200 and "Type <strong>team/app</strong> to confirm" in confirm.content.decode()
+
+    wrong = post_form(browser, "/ui/r/team/app/-/delete", {"confirm_name": "team/multi"})
+    assert wrong.status_code == 400 and "not the repository&#x27;s name" in wrong.content.decode()
+    assert Repository.objects.filter(name="team/app").exists()
+
+    response = post_form(browser, "/ui/r/team/app/-/delete", {"confirm_name": "team/app"})
+    assert response.status_code == 302 and response["Location"] == "/ui/repositories/?deleted=team%2Fapp"
+    assert not Repository.objects.filter(name="team/app").exists()
+    assert Repository.objects.filter(name="team/multi").exists()
+    listing = browser.get(response["Location"]).content.decode()
+    assert "Deleted repository team/app." in listing
+
+
+def test_it_refuses_to_delete_a_repository_when_deletes_are_disabled(browser: Client, showcase, settings) -> None:
+    settings.REGISTRY_DELETE_ENABLED = False
+    assert "/-/delete" not in browser.get("/ui/r/team/app/").content.decode()
+    assert browser.get("/ui/r/team/app/-/delete").status_code == 403

@@ -1,6 +1,7 @@
 """Sign-in, sign-out and the tokens page. Tokens go through the same service as /api/tokens."""
 from __future__ import annotations
 
+import re
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -13,6 +14,7 @@ from tokens import services
 from tokens.services import InvalidTokenRequest, TokenNotFound
 from tokens.throttle import Throttled, verify_password
 
+HASH_PREFIX = re.compile(r"[0-9a-f]{16}")
 ROLE_HELP = {
     "read": "pull images",
     "write": "pull and push images",
@@ -71,8 +73,14 @@ def tokens(request: HttpRequest) -> HttpResponse:
     return page(request, "tokens.html", {
         "nav": "tokens", "form": form, "created": created, "tokens": services.list_tokens(owner),
         "roles": [(role, ROLE_HELP.get(role, "")) for role in services.ROLES],
-        "revoked": request.GET.get("revoked", "")[:64] if request.method == "GET" else "",
+        "revoked": _revoked(request),
     }, status)
+
+
+def _revoked(request: HttpRequest) -> str:
+    """The hash prefix named after a revocation; anything else is not echoed."""
+    value = request.GET.get("revoked", "") if request.method == "GET" else ""
+    return value if HASH_PREFIX.fullmatch(value) else ""
 
 
 @ui_view("POST", browse=False, account=True)

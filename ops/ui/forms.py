@@ -18,3 +18,7 @@ class TokenForm(forms.Form):
 class RevokeForm(forms.Form):
     hash_prefix = forms.CharField(max_length=64)
 
+
+
+class RepositoryDeleteForm(forms.Form):
+    confirm_name = forms.CharField(max_length=255, label="Repository name")

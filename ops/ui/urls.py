@@ -14,6 +14,7 @@ urlpatterns = [
     path("repositories/", views.repository_list, name="repositories"),
     re_path(rf"^r/{NAME}/-/manifests/(?P<reference>[^/]+)/delete$", views.delete_manifest, name="delete"),
     re_path(rf"^r/{NAME}/-/manifests/(?P<reference>[^/]+)$", views.manifest_detail, name="manifest"),
+    re_path(rf"^r/{NAME}/-/delete$", views.delete_repository, name="delete-repository"),
     re_path(rf"^r/{NAME}/$", views.repository_detail, name="repository"),
     path("sign-in", account.sign_in, name="sign-in"),
     path("sign-out", account.sign_out, name="sign-out"),

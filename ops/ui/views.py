@@ -1,6 +1,7 @@
 """Browse pages: overview, repositories, one repository, one manifest; deleting tags and manifests."""
 from __future__ import annotations
 
+from typing import Callable
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -10,10 +11,26 @@ from django.urls import reverse
 from ops.ui import queries
 from ops.ui.access import error_page, not_found, page, ui_view
 from ops.ui.configs import read_config
+from ops.ui.forms import RepositoryDeleteForm
 from ops.ui.manifests import summarize
-from registry.digests import is_digest_like
-from registry.services import manifests
+from registry.digests import Digest, is_digest_like
+from registry.names import is_valid_name, is_valid_tag
+from registry.services import manifests, repositories
 from registry.services.exceptions import DeleteDisabled
+
+
+def _deleted(request: HttpRequest, valid: Callable[[str], bool]) -> str:
+    """What the redirect after a delete names; anything else is ignored, so that a crafted link
+    cannot make the page announce made-up text."""
+    value = request.GET.get("deleted", "")
+    return value if value and len(value) <= 300 and valid(value) else ""
+
+
+def _deleted_reference(value: str) -> bool:
+    kind, _, reference = value.partition(" ")
+    return (kind == "tag" and is_valid_tag(reference)) or (
+        kind == "manifest" and Digest.parse_or_none(reference) is not None
+    )
 
 
 def _choice(request: HttpRequest, key: str, allowed: tuple[str, ...]) -> str:
@@ -31,8 +48,10 @@ def repository_list(request: HttpRequest) -> HttpResponse:
     search = request.GET.get("q", "").strip()[:255]
     sort = _choice(request, "sort", ("name", "recent"))
     listing, rows = queries.repositories(search, request.GET.get("page"), sort)
-    return page(request, "repositories.html",
-                {"nav": "repositories", "page": listing, "rows": rows, "q": search, "sort": sort})
+    return page(request, "repositories.html", {
+        "nav": "repositories", "page": listing, "rows": rows, "q": search, "sort": sort,
+        "deleted": _deleted(request, is_valid_name),
+    })
 
 
 @ui_view("GET")
@@ -44,7 +63,7 @@ def repository_detail(request: HttpRequest, name: str) -> HttpResponse:
     return page(request, "repository.html", {
         "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort,
         "untagged_total": untagged_total, "untagged": untagged,
-        "deleted": request.GET.get("deleted", "")[:200],
+        "deleted": _deleted(request, _deleted_reference),
     })
 
 
@@ -80,6 +99,22 @@ def delete_manifest(request: HttpRequest, name: str, reference: str) -> HttpResp
         "nav": "repositories", "info": info, "reference": reference, "by_digest": by_digest,
         "referrers": queries.referrers(info) if by_digest else [],
     })
+
+
+@ui_view("GET", "POST")
+def delete_repository(request: HttpRequest, name: str) -> HttpResponse:
+    """GET asks for the name to be typed again; POST with it deletes the whole repository."""
+    if not request.viewer.can_delete:  # type: ignore[attr-defined]
+        raise DeleteDisabled("deletes are disabled")
+    info = queries.repository(name)
+    form = RepositoryDeleteForm(request.POST if request.method == "POST" else None)
+    if form.is_valid():
+        if form.cleaned_data["confirm_name"] == info.name:
+            repositories.delete_repository(info.name)
+            return HttpResponseRedirect(f"{reverse('ui:repositories')}?{urlencode({'deleted': info.name})}")
+        form.add_error("confirm_name", "That is not the repository's name.")
+    return page(request, "confirm_delete_repository.html",
+                {"nav": "repositories", "repo": info, "form": form}, 400 if form.errors else 200)
 
 
 @ui_view("GET", "POST", "PUT", "PATCH", "DELETE", browse=False)

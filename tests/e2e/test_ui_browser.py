@@ -245,7 +245,7 @@ def test_it_walks_a_signed_in_user_from_image_to_token_and_out(chromium_factory,
     assert browser.errors == []
 
 
-def test_it_deletes_a_tag_after_confirmation(chromium_factory, auth_server) -> None:
+def test_it_deletes_a_tag_and_a_repository_after_confirmation(chromium_factory, auth_server) -> None:
     server, _ = auth_server
     browser = chromium_factory(server)
     sign_in(browser)
@@ -258,6 +258,16 @@ def test_it_deletes_a_tag_after_confirmation(chromium_factory, auth_server) -> N
     assert "Deleted tag v1.0." in browser.text()
     status, _ = http(server, "GET", "/v2/team/app/manifests/v1.0", headers=basic(USER, PASSWORD))
     assert status == 404
+
+    browser.go("/ui/r/infra/tools/")
+    browser.page.get_by_role("link", name="Delete repository…").click()
+    browser.page.get_by_label("Type infra/tools to confirm").fill("infra/tools")
+    browser.shot("delete-repository-confirm")
+    browser.page.get_by_role("button", name="Delete repository").click()
+    browser.page.wait_for_url(re.compile(r"/ui/repositories/\?deleted="))
+    assert "Deleted repository infra/tools." in browser.text()
+    status, body = http(server, "GET", "/v2/_catalog", headers=basic(USER, PASSWORD))
+    assert status == 200 and b"infra/tools" not in body
     assert browser.errors == []
 
 
