@@ -34,8 +34,25 @@ def request_body(request: HttpRequest) -> Body:
         return Body(request, length)
     chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
     if chunked and request.META.get("wsgi.input_terminated"):
-        return Body(request.META["wsgi.input"], None)
+        return Body(_ChunkedInput(request.META["wsgi.input"]), None)
     return Body(request, 0)
+
+
+class _ChunkedInput:
+    """The server's de-chunking input. A malformed chunk or a client gone mid-body raises the
+    server's own parse error (gunicorn's are not OSError); it is re-raised as the OSError that
+    readers of a body handle, so that it is answered as a bad upload and not as a 500."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.read(size)
+        except OSError:
+            raise
+        except Exception as exc:
+            raise OSError(f"malformed chunked body: {exc}") from exc
 
 
 def has_body(body: Body) -> bool:

@@ -1,13 +1,14 @@
 """Bodies sent with Transfer-Encoding: chunked (as docker pushes layers) land intact through gunicorn."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from tests.support.rawhttp import MiB, Client, sha256_digest
+from tests.support.rawhttp import MiB, Client, dechunk, head_headers, raw_exchange, sha256_digest
 from tests.support.server import RegistryServer
 
 pytestmark = pytest.mark.e2e
@@ -79,3 +80,23 @@ def test_it_refuses_a_chunked_body_whose_digest_does_not_match(registry) -> None
     root = registry.workdir / "registry"
     assert not (root / "blobs" / "sha256" / wrong[7:9]).exists()
     assert list((root / "uploads").iterdir()) == []
+
+
+def test_it_refuses_a_malformed_chunk_and_keeps_the_session(registry) -> None:
+    client = Client(registry.host)
+    location = client.start_upload("team/app")
+    first = os.urandom(1000)
+    assert client.request("PATCH", location, body=first, headers=OCTET).status == 202
+    broken = (f"PATCH {location} HTTP/1.1\r\nHost: {registry.host}\r\nTransfer-Encoding: chunked\r\n"
+              "Content-Type: application/octet-stream\r\nConnection: close\r\n\r\n"
+              "5\r\nhello\r\nZZ\r\nnot a chunk size\r\n0\r\n\r\n")
+    head, rest = raw_exchange(registry.host, broken)
+    headers = head_headers(head)
+    assert head.startswith("HTTP/1.1 400 "), head
+    body = dechunk(rest) if headers.get("transfer-encoding") == "chunked" else rest
+    assert json.loads(body)["errors"][0]["code"] == "BLOB_UPLOAD_INVALID"
+    status = client.request("GET", location)
+    assert status.header("Range") == f"0-{len(first) - 1}"  # the half-read chunk was cut back
+    last = os.urandom(500)
+    digest = sha256_digest(first + last)
+    assert client.request("PUT", f"{location}?digest={digest}", body=last, headers=OCTET).status == 201
