@@ -17,9 +17,10 @@ from tests.support.server import RegistryServer
 
 pytestmark = pytest.mark.e2e
 TIMEOUT = 2
-SLOW_CLIENTS = 40  # well over the 2 x 8 worker threads
-# Queued connections wait their turn: each round of 16 slow clients is let go of after TIMEOUT.
-ROUNDS = -(-SLOW_CLIENTS // 16)
+SLOW_CLIENTS = 32  # twice the 2 x 8 worker threads
+# Connections queue for a thread of the worker that accepted them, and a worker's 8 threads let go
+# of their slow clients TIMEOUT after taking them: at worst (all on one worker) in this many rounds.
+ROUNDS = SLOW_CLIENTS // 8 + 1
 OCTET = "application/octet-stream"
 
 
@@ -124,6 +125,16 @@ def test_it_cuts_off_a_stalled_monolithic_upload_and_a_stalled_manifest(server) 
         assert status in (0, 400), body
     wait_until(lambda: len(upload_files(server)) == sessions_before, what="the stalled upload to be discarded")
     assert client.request("HEAD", f"/v2/team/app/blobs/{digest(blob)}").status == 404
+
+
+def test_it_cuts_off_a_stalled_token_request(server) -> None:
+    stalled = send_partial(server.host, "POST", "/api/tokens", {"Content-Length": "200",
+                                                               "Content-Type": "application/json"},
+                           b'{"username": "alice", "pass')
+    stalled.settimeout(TIMEOUT + 5)
+    status, body = read_reply(stalled)
+    stalled.close()
+    assert status in (0, 400), body
 
 
 def test_it_lets_go_of_a_download_the_client_stopped_reading(server) -> None:

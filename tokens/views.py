@@ -37,7 +37,10 @@ def _read_json(request: HttpRequest) -> dict[str, Any]:
         raise InvalidTokenRequest("body", "body: invalid Content-Length") from None
     if declared > MAX_BODY_BYTES:
         raise BodyTooLarge()
-    raw = request.read(MAX_BODY_BYTES + 1)
+    try:
+        raw = request.read(MAX_BODY_BYTES + 1)
+    except OSError:  # the client went away or stalled past [server] client_timeout
+        raise InvalidTokenRequest("body", "body: the client stopped sending it") from None
     if len(raw) > MAX_BODY_BYTES:
         raise BodyTooLarge()
     try:
