@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import statistics
 import time
-from pathlib import Path
 from typing import Iterator
 
 import pytest

@@ -6,7 +6,6 @@ import json
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 import pytest
