@@ -71,13 +71,19 @@ def test_it_counts_30_requests_over_3_workers_in_one_scrape(start_registry, tmp_
     metrics_dir = tmp_path / "prometheus"
     metrics_dir.mkdir()
     server = start_registry(workers=3, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir))
-    hit_health(server, 30)
-    text = scrape(server)
-    assert health_count(text) == 30
-    assert value(text, "django_http_requests_total_by_view_transport_method_total",
-                 method="GET", transport="http", view="ops:health") == 30
+    sent = 0
+    # The kernel decides which worker accepts each connection; on a busy machine one worker can
+    # take a whole round, which would prove nothing, so another round of 30 follows until two did.
+    while sent == 0 or len(per_worker_health(metrics_dir)) < 2:
+        assert sent < 300, per_worker_health(metrics_dir)
+        hit_health(server, 30)
+        sent += 30
+        text = scrape(server)
+        assert health_count(text) == sent
+        assert value(text, "django_http_requests_total_by_view_transport_method_total",
+                     method="GET", transport="http", view="ops:health") == sent
     spread = per_worker_health(metrics_dir)
-    assert len(spread) >= 2 and sum(spread.values()) == 30, spread
+    assert sum(spread.values()) == sent, spread
 
     result = subprocess.run([require_tool("promtool"), "check", "metrics"], input=text,
                             capture_output=True, text=True)
@@ -88,7 +94,7 @@ def test_it_counts_30_requests_over_3_workers_in_one_scrape(start_registry, tmp_
     victim = next(pid for pid in workers if pid in spread)
     os.kill(victim, signal.SIGKILL)
     wait_for(lambda: victim not in server.pids() and len(server.pids()) == 4)
-    assert health_count(scrape(server)) == 30
+    assert health_count(scrape(server)) == sent
 
 
 def test_it_starts_from_zero_after_a_restart_with_the_same_directory(start_registry, tmp_path: Path) -> None:
