@@ -4,6 +4,7 @@ repositories. Manifest bodies are loaded only where a page needs them (one manif
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
@@ -214,33 +215,35 @@ def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[
     return page, rows
 
 
+def _references(manifest_ids: Iterable[int]) -> tuple[dict[int, set[str]], dict[int, set[str]]]:
+    """The blob digests and the child-manifest digests that each manifest references."""
+    blobs: dict[int, set[str]] = defaultdict(set)
+    children: dict[int, set[str]] = defaultdict(set)
+    rows = ManifestReference.objects.filter(manifest_id__in=list(manifest_ids))
+    for pk, digest, kind in rows.values_list("manifest_id", "digest", "kind"):
+        (blobs if kind == ManifestReference.BLOB else children)[pk].add(digest)
+    return blobs, children
+
+
 def content_sizes(repository_id: int, manifest_ids: Iterable[int]) -> dict[int, int]:
     """Bytes of the distinct blobs each manifest pulls in; for an index, through its children."""
     ids = list(manifest_ids)
     if not ids:
         return {}
-    refs = list(ManifestReference.objects.filter(manifest_id__in=ids).values_list("manifest_id", "digest", "kind"))
-    child_digests = {digest for _, digest, kind in refs if kind == ManifestReference.MANIFEST}
-    children = dict(
-        Manifest.objects.filter(repository_id=repository_id, digest__in=child_digests).values_list("digest", "id")
-    ) if child_digests else {}
-    child_refs = list(
-        ManifestReference.objects.filter(manifest_id__in=children.values(), kind=ManifestReference.BLOB)
-        .values_list("manifest_id", "digest")
-    ) if children else []
-    wanted = {d for _, d, k in refs if k == ManifestReference.BLOB} | {d for _, d in child_refs}
-    blob_sizes = dict(Blob.objects.filter(digest__in=wanted).values_list("digest", "size")) if wanted else {}
-
-    blobs_of: dict[int, set[str]] = {pk: set() for pk in ids}
-    for pk, digest in child_refs:
-        blobs_of.setdefault(pk, set()).add(digest)
-    owned: dict[int, set[str]] = {pk: set() for pk in ids}
-    for pk, digest, kind in refs:
-        if kind == ManifestReference.BLOB:
-            owned[pk].add(digest)
-        elif digest in children:
-            owned[pk] |= blobs_of.get(children[digest], set())
-    return {pk: sum(blob_sizes.get(d, 0) for d in digests) for pk, digests in owned.items()}
+    blobs, children = _references(ids)
+    wanted_children = set().union(*children.values())
+    child_ids = dict(
+        Manifest.objects.filter(repository_id=repository_id, digest__in=wanted_children)
+        .values_list("digest", "id")
+    ) if wanted_children else {}
+    child_blobs = _references(child_ids.values())[0] if child_ids else {}
+    owned = {
+        pk: blobs[pk].union(*(child_blobs.get(child_ids[d], set()) for d in children[pk] if d in child_ids))
+        for pk in ids
+    }
+    wanted = set().union(*owned.values())
+    sizes = dict(Blob.objects.filter(digest__in=wanted).values_list("digest", "size")) if wanted else {}
+    return {pk: sum(sizes.get(d, 0) for d in digests) for pk, digests in owned.items()}
 
 
 def _platforms(manifest_ids: Iterable[int]) -> dict[int, list[str]]:
