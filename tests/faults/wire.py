@@ -126,15 +126,28 @@ def read_reply(sock: socket.socket) -> tuple[int, bytes]:
     if not head:
         return 0, b""
     status = int(head.split(b" ", 2)[1])
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")), None)
+    lines = [line.lower() for line in head.split(b"\r\n")]
+    length = next((int(line.split(b":", 1)[1]) for line in lines if line.startswith(b"content-length:")), None)
     body = bytearray(rest)
-    while length is not None and len(body) < length:
+    chunked = b"transfer-encoding: chunked" in lines
+    while (len(body) < length) if length is not None else (chunked and not body.endswith(b"0\r\n\r\n")):
         chunk = sock.recv(MiB)
         if not chunk:
             break
         body += chunk
-    return status, bytes(body)
+    return status, dechunk(bytes(body)) if chunked else bytes(body)
+
+
+def dechunk(data: bytes) -> bytes:
+    out = bytearray()
+    while data:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out += data[:size]
+        data = data[size + 2:]
+    return bytes(out)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 15, what: str = "condition") -> None:
