@@ -132,10 +132,16 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
 
 
 def _env_target(name: str) -> tuple[str | None, str]:
+    """The (table, key) an ``SVC_<TABLE>_<KEY>`` variable sets; (None, "") for other SVC_ names.
+
+    A variable naming a known table but no key of it is a typo that would otherwise be ignored.
+    """
     rest = name[len("SVC_"):].lower()
     for table, keys in DEFAULTS.items():
         prefix = table + "_"
-        if rest.startswith(prefix) and rest[len(prefix):] in keys:
+        if rest.startswith(prefix):
+            if rest[len(prefix):] not in keys:
+                raise ConfigError(f"{name}: unknown key {rest[len(prefix):]!r} of table [{table}]")
             return table, rest[len(prefix):]
     return None, ""
 

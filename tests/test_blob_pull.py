@@ -30,6 +30,7 @@ def test_it_serves_the_whole_blob_with_its_headers(client, blob_url) -> None:
     assert response.status_code == 200
     assert body_of(response) == DATA
     assert response["Content-Length"] == str(SIZE)
+    assert "Content-Disposition" not in response
     _assert_blob_headers(response)
 
 

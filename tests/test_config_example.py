@@ -18,3 +18,10 @@ def test_it_lists_every_key_with_its_default() -> None:
 
 def test_it_loads_as_a_valid_configuration() -> None:
     assert config.load({"SVC_CONFIG": str(EXAMPLE)}) == config.DEFAULTS
+
+
+def test_it_refuses_a_misspelt_environment_key() -> None:
+    import pytest
+
+    with pytest.raises(config.ConfigError, match="SVC_REGISTRY_MAX_MANIFEST"):
+        config.load({"SVC_REGISTRY_MAX_MANIFEST": "10"})

@@ -48,5 +48,7 @@ def blob(request: HttpRequest, name: str, digest: str) -> HttpResponse:
         response["Content-Length"] = str(end - start + 1)
         response["Content-Range"] = f"bytes {start}-{end}/{info.size}"
     response.block_size = BLOCK_SIZE
+    # FileResponse names the file ("data"); a blob is not a download with a meaningful name.
+    response.headers.pop("Content-Disposition", None)
     _headers(response, info)
     return response
