@@ -82,9 +82,10 @@ def error_response(
     body = envelope(code, message, detail)
     if extra:
         body.update(extra)
-    return HttpResponse(
-        json.dumps(body), status=status or code.status, content_type="application/json"
-    )
+    data = json.dumps(body).encode()
+    response = HttpResponse(data, status=status or code.status, content_type="application/json")
+    response["Content-Length"] = str(len(data))
+    return response
 
 
 def response_for(error: exc.RegistryError) -> HttpResponse:

@@ -11,7 +11,13 @@ import pytest
 
 from tests.support.server import RegistryServer
 
-pytestmark = pytest.mark.e2e
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A conftest's pytestmark is ignored, so the marker is applied to every test collected here.
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.e2e)
 
 
 def require_tool(name: str) -> str:
