@@ -90,6 +90,7 @@ def wide_race_window(monkeypatch: pytest.MonkeyPatch) -> None:
         real(digests)
 
     monkeypatch.setattr(gc, "lock_digests", slow_lock)
+    monkeypatch.setattr(gc, "WRITER_PAUSE", 0.001)  # fairness to other writers is not tested here
 
 
 def test_it_never_stores_a_manifest_whose_blobs_a_concurrent_collection_removes() -> None:

@@ -23,12 +23,14 @@ finds the blob gone and fails with MANIFEST_BLOB_UNKNOWN.
 """
 from __future__ import annotations
 
+import time
 from collections import Counter, defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
@@ -40,6 +42,8 @@ from registry.storage import default_driver, paths
 from registry.storage.driver import PathNotFound, StorageDriver
 
 BATCH = 200
+DATA_BATCH = 50
+WRITER_PAUSE = 0.1  # seconds, see _locked
 PROGRESS_EVERY = 10_000
 
 Report = Callable[[str], None]
@@ -77,6 +81,24 @@ def _silent(_line: str) -> None:
     return None
 
 
+@contextmanager
+def _locked(digests: Iterable[str]) -> Iterator[None]:
+    """A write transaction holding the digests' locks; on SQLite, followed by a pause.
+
+    SQLite writers waiting for the lock poll it (every 100 ms once they have waited a while), so a
+    collector that starts its next transaction as soon as one ends could keep a push waiting for
+    its whole run. The pause, as long as the transaction held the lock and at least
+    ``WRITER_PAUSE``, lets waiting writers in: pushes take their turns, the collection takes longer.
+    """
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        started = time.monotonic()  # SQLite's BEGIN IMMEDIATE has taken the lock by now
+        lock_digests(digests)
+        yield
+    if outermost and connection.vendor == "sqlite":
+        time.sleep(max(time.monotonic() - started, WRITER_PAUSE))
+
+
 def _chunks(items: Iterable[T], size: int = BATCH) -> Iterator[list[T]]:
     chunk: list[T] = []
     for item in items:
@@ -108,6 +130,7 @@ class _Run:
         self.result = Result()
         # A dry run deletes no manifest, so it discounts the blob references of those it would.
         self.doomed_refs: Counter[tuple[int, str]] = Counter()
+        self.doomed_refs_anywhere: Counter[str] = Counter()
 
     # -- manifests ---------------------------------------------------------------------------
 
@@ -125,8 +148,7 @@ class _Run:
             self.result.manifests += len(doomed)
 
     def _delete_manifests(self, repository_id: int, candidates: dict[int, str]) -> dict[int, str]:
-        with transaction.atomic():
-            lock_digests(candidates.values())
+        with _locked(candidates.values()):
             still = unreachable_manifests(repository_id, self.cutoff)
             doomed = {mid: digest for mid, digest in candidates.items() if still.get(mid) == digest}
             for chunk in _chunks(doomed):
@@ -138,6 +160,7 @@ class _Run:
             refs = ManifestReference.objects.filter(manifest_id__in=chunk, kind=ManifestReference.BLOB)
             for digest in refs.values_list("digest", flat=True):
                 self.doomed_refs[(repository_id, digest)] += 1
+                self.doomed_refs_anywhere[digest] += 1
 
     # -- blob links ----------------------------------------------------------------------------
 
@@ -174,8 +197,7 @@ class _Run:
         return {(repo, digest) for repo, digest, n in counts if n > self.doomed_refs[(repo, digest)]}
 
     def _delete_links(self, rows: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
-        with transaction.atomic():
-            lock_digests(row[3] for row in rows)
+        with _locked(row[3] for row in rows):
             referenced = ManifestReference.objects.filter(
                 kind=ManifestReference.BLOB,
                 digest=OuterRef("blob__digest"),
@@ -238,16 +260,11 @@ class _Run:
             .annotate(n=Count("id"))
             .values_list("digest", "n")
         )
-        doomed: Counter[str] = Counter()
-        for (_repo, digest), n in self.doomed_refs.items():
-            if digest in digests:
-                doomed[digest] += n
-        return {digest for digest, n in counts if n > doomed[digest]}
+        return {digest for digest, n in counts if n > self.doomed_refs_anywhere[digest]}
 
     def _delete_blob_rows(self, rows: list[tuple[int, str, int]]) -> list[tuple[str, int]]:
         """Delete the rows that are still unreferenced and old, re-checked under the digest locks."""
-        with transaction.atomic():
-            lock_digests(digest for _id, digest, _size in rows)
+        with _locked(digest for _id, digest, _size in rows):
             referenced = ManifestReference.objects.filter(
                 kind=ManifestReference.BLOB, digest=OuterRef("digest")
             )
@@ -305,15 +322,14 @@ def delete_data_without_rows(driver: StorageDriver, digests: list[str]) -> dict[
 
     Runs under the digests' locks, so a row created meanwhile (a blob pushed again) keeps its data.
     """
-    if not digests:
-        return {}
     freed: dict[str, int] = {}
-    with transaction.atomic():
-        lock_digests(digests)
-        alive = set(Blob.objects.filter(digest__in=digests).values_list("digest", flat=True))
-        for text in digests:
-            if text not in alive:
-                freed[text] = _delete_blob_files(driver, Digest.parse(text))
+    # Small transactions: pushes wait for the write lock while files are deleted under it.
+    for chunk in _chunks(digests, DATA_BATCH):
+        with _locked(chunk):
+            alive = set(Blob.objects.filter(digest__in=chunk).values_list("digest", flat=True))
+            for text in chunk:
+                if text not in alive:
+                    freed[text] = _delete_blob_files(driver, Digest.parse(text))
     return freed
 
 
