@@ -17,5 +17,6 @@ urlpatterns = [
     re_path(rf"^v2/{NAME}/blobs/(?P<digest>[^/]+)$", blobs.blob, name="blob"),
     re_path(rf"^v2/{NAME}/referrers/(?P<digest>[^/]+)$", listing.referrers_list, name="referrers"),
     # Last: any other /v2/ path still gets the OCI error envelope, not Django's HTML 404 page.
-    re_path(r"^v2/(?P<rest>.*)$", listing.unknown_endpoint, name="unknown-endpoint"),
+    # (?s: so that a path holding a newline (%0A) is caught too.
+    re_path(r"^v2/(?P<rest>(?s:.*))$", listing.unknown_endpoint, name="unknown-endpoint"),
 ]

@@ -100,7 +100,8 @@ def _page(summary: str, operation_id: str, description: str, methods: tuple[str,
             responses = {"302": {"description": "Done; redirects to the next page."},
                          "200": _html("The page again, showing the result."),
                          "400": _html("The form again, with its errors."),
-                         "403": _html("The form's CSRF check failed, or the role does not allow it.")}
+                         "403": _html("The form's CSRF check failed, or the role does not allow it."),
+                         "404": _html("No such page, repository or manifest.")}
         else:
             responses = {"200": _html("An HTML page."),
                          "302": {"description": "With auth on and no session: to the sign-in page."},
