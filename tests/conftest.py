@@ -26,7 +26,9 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     then wait for the write lock (busy timeout, IMMEDIATE transactions) as workers do in service."""
     from django.conf import settings
 
-    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = str(_SCRATCH / "test-db.sqlite3")
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("sqlite3"):
+        database.setdefault("TEST", {})["NAME"] = str(_SCRATCH / "test-db.sqlite3")
 
 
 @pytest.fixture(autouse=True)
