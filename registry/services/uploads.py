@@ -104,7 +104,9 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
     upload_id = uuid.uuid4().hex
     drv = _driver(driver)
     try:
-        drv.writer(paths.upload_data(upload_id)).commit()
+        # Appending nothing creates the empty file without an fsync, which could not make its
+        # directory entry durable anyway: a session whose file is lost reads as unknown.
+        drv.writer(paths.upload_data(upload_id), append=True).commit()
     except storage.StorageFull as exc:
         raise StorageFull(str(exc)) from None
     Upload.objects.create(id=upload_id, repository=repository, algorithm=algorithm)
