@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from tests.faults.wire import MiB, Registry, digest, image_manifest, read_reply, send_partial, \
+from tests.faults.wire import MiB, Registry, digest, image_manifest, scrub_problems, send_partial, \
     storage_problems, upload_files, wait_until
 
 
@@ -35,6 +35,7 @@ def test_it_forgets_a_monolithic_upload_killed_halfway(start_registry) -> None:
     client.push_blob("team/app", blob)
     assert client.request("GET", f"/v2/team/app/blobs/{digest(blob)}").body == blob
     assert storage_problems(server) == []
+    assert scrub_problems(server) == []
 
 
 def test_it_resumes_a_chunked_upload_killed_inside_a_chunk(start_registry) -> None:
@@ -68,6 +69,7 @@ def test_it_resumes_a_chunked_upload_killed_inside_a_chunk(start_registry) -> No
     assert done.status == 201, done.body
     assert client.request("GET", f"/v2/team/app/blobs/{digest(blob)}").body == blob
     assert storage_problems(server) == []
+    assert scrub_problems(server) == []
 
 
 def test_it_stores_nothing_of_a_manifest_put_killed_halfway(start_registry) -> None:
@@ -115,3 +117,4 @@ def test_it_keeps_every_acknowledged_image_across_repeated_kills(start_registry)
             assert client.pull_image("team/app", tag_name)
             assert client.request("HEAD", f"/v2/team/app/manifests/{tag_name}").header(
                 "Docker-Content-Digest") == manifest_digest
+    assert scrub_problems(server) == []

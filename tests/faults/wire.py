@@ -222,3 +222,11 @@ def storage_problems(server: RegistryServer) -> list[str]:
     problems += [f"temp file left: {p}" for p in root.rglob("*") if p.is_file() and
                  (p.name.endswith(".tmp") or p.name.startswith("."))]
     return problems
+
+
+def scrub_problems(server: RegistryServer) -> list[str]:
+    """What ``manage.py scrub`` (the storage-lifecycle check) finds, grace period off; empty when clean."""
+    result = server.manage("scrub", "--grace-hours", "0")
+    if result.returncode == 0:
+        return []
+    return [line for line in result.stdout.splitlines() if not line.startswith("checked ")] + [result.stderr.strip()]
