@@ -12,6 +12,7 @@ import pytest
 
 from tests.e2e.conftest import require_tool
 from tests.faults.wire import Registry, digest
+from tests.support.auth import basic
 from tests.support.server import VENV_BIN, RegistryServer
 
 pytestmark = pytest.mark.e2e
@@ -86,8 +87,3 @@ def test_it_conforms_to_its_openapi_document_on_every_endpoint(start_registry, t
         assert 401 in {e["status"] for e in entries}
         assert any(e["principal"] for e in entries)
 
-
-def basic(username: str, password: str) -> str:
-    import base64
-
-    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()

@@ -4,7 +4,6 @@ password or a token; the one exception is the token-creation response that hands
 Blobs are served so that a browser never renders them: octet-stream and nosniff."""
 from __future__ import annotations
 
-import base64
 import json
 import re
 import secrets
@@ -15,6 +14,7 @@ import pytest
 
 from tests.e2e.conftest import Skopeo, require_tool
 from tests.faults.wire import OCI_MANIFEST, Registry, Reply, digest
+from tests.support.auth import basic
 from tests.support.images import build_image
 from tests.support.server import RegistryServer
 
@@ -34,12 +34,9 @@ class Recorder(Registry):
         return reply
 
 
-def basic(username: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
-
 
 def forms(secret: str) -> list[bytes]:
-    """The ways a secret could appear: as is, URL-quoted, JSON-escaped, or inside Basic credentials."""
+    """The ways a secret could appear: as is, JSON-escaped, or inside Basic credentials."""
     out = {secret, json.dumps(secret)[1:-1]}
     for user in ("alice", "token"):
         out.add(basic(user, secret).split()[1])

@@ -3,7 +3,6 @@ Zero errors, and the memory (PSS) of the server's process tree at the end within
 after warm-up. SOAK_SECONDS sets the length: `make test` runs 15 s, `make soak` the full 60 s."""
 from __future__ import annotations
 
-import base64
 import json
 import os
 import random
@@ -18,6 +17,7 @@ import pytest
 
 from tests.e2e.conftest import require_tool
 from tests.faults.wire import Registry
+from tests.support.auth import basic
 from tests.support.memory import MiB, total_pss
 
 pytestmark = pytest.mark.e2e
@@ -28,9 +28,6 @@ WARM_UP = max(5.0, DURATION * 0.25)
 WINDOW = 2.0  # memory is the median of the samples over this many seconds: PSS moves as pages are shared
 PASSWORD = "soak-password"
 
-
-def basic(username: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
 
 
 class Soak:
