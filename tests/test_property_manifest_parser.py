@@ -57,23 +57,25 @@ MANIFEST_LIKE = st.fixed_dictionaries(
         "annotations": st.one_of(st.dictionaries(st.text(max_size=8), st.text(max_size=8)), JSON),
     },
 )
+GOOD_TEXT = st.text(alphabet=st.characters(exclude_characters="\x00"), max_size=8)
+GOOD_ANNOTATIONS = st.dictionaries(GOOD_TEXT, GOOD_TEXT, max_size=2)
 GOOD_DESCRIPTOR = st.fixed_dictionaries(
     {"mediaType": st.sampled_from(["application/vnd.oci.image.layer.v1.tar+gzip", "application/x-any"]),
      "digest": st.binary(max_size=8).map(lambda b: str(Digest.of(b))),
      "size": st.integers(min_value=0, max_value=2**62)},
-    optional={"annotations": st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=2)},
+    optional={"annotations": GOOD_ANNOTATIONS},
 )
 GOOD_IMAGES = st.fixed_dictionaries({
     "schemaVersion": st.just(2),
     "mediaType": st.sampled_from(sorted(mf.IMAGE_TYPES)),
     "config": GOOD_DESCRIPTOR,
     "layers": st.lists(GOOD_DESCRIPTOR, max_size=4),
-}, optional={"subject": GOOD_DESCRIPTOR, "artifactType": st.text(max_size=20)})
+}, optional={"subject": GOOD_DESCRIPTOR, "artifactType": GOOD_TEXT})
 GOOD_INDEXES = st.fixed_dictionaries({
     "schemaVersion": st.just(2),
     "mediaType": st.sampled_from(sorted(mf.INDEX_TYPES)),
     "manifests": st.lists(GOOD_DESCRIPTOR, max_size=4),
-}, optional={"subject": GOOD_DESCRIPTOR, "annotations": st.dictionaries(st.text(max_size=8), st.text(max_size=8))})
+}, optional={"subject": GOOD_DESCRIPTOR, "annotations": GOOD_ANNOTATIONS})
 CONTENT_TYPES = st.one_of(st.none(), MEDIA_TYPES, MEDIA_TYPES.map(lambda t: t + "; charset=utf-8"))
 
 
@@ -149,3 +151,39 @@ def test_it_refuses_json_nested_deeper_than_python_can_decode() -> None:
 def test_it_refuses_json_oddities(value: str) -> None:
     body = ('{"schemaVersion":2,"mediaType":"%s","config":%s,"layers":[]}' % (mf.OCI_MANIFEST, value)).encode()
     assert parse_or_invalid(body, mf.OCI_MANIFEST) is None
+
+
+NASTY_TEXT = st.one_of(
+    st.text(alphabet=st.characters(categories=["Cs", "Cc"]), min_size=1, max_size=4),
+    st.sampled_from(["\ud800", "a\x00b", "x" * 256, "application/" + "y" * 300]),
+    st.text(max_size=10),
+)
+
+
+def storable(text: str, limit: int | None = None) -> bool:
+    """Text that SQLite and PostgreSQL both store: valid UTF-8, no NUL, within the column."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text and (limit is None or len(text) <= limit)
+
+
+@settings(max_examples=300)
+@given(GOOD_IMAGES, st.sampled_from(["artifactType", "config.mediaType", "config.artifactType",
+                                     "annotations.key", "annotations.value"]), NASTY_TEXT)
+def test_it_accepts_only_text_the_database_can_store(doc: dict[str, Any], field: str, text: str) -> None:
+    doc = json.loads(json.dumps(doc))
+    if field == "artifactType":
+        doc["artifactType"] = text
+    elif field.startswith("config."):
+        doc["config"][field.split(".")[1]] = text
+    elif field == "annotations.key":
+        doc["annotations"] = {text: "v"}
+    else:
+        doc["annotations"] = {"k": text}
+    parsed = parse_or_invalid(json.dumps(doc).encode(), doc["mediaType"])
+    if parsed is None:
+        return
+    assert storable(parsed.referrer_artifact_type, 255)
+    assert all(storable(k) and storable(v) for k, v in parsed.annotations.items())

@@ -10,7 +10,7 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.registry_client import OCI_MANIFEST, digest_of, push_image, start_upload
+from tests.support.registry_client import OCI_MANIFEST, digest_of, make_manifest, push_image, start_upload
 
 pytestmark = pytest.mark.django_db
 
@@ -92,3 +92,20 @@ def test_it_answers_any_pagination_with_a_clean_status(client: Client, image: st
 def test_it_answers_any_manifest_body_with_a_clean_status(client: Client, body: bytes, content_type: str) -> None:
     response = client.generic("PUT", "/v2/team/app/manifests/v2", body, content_type)
     assert_clean(response, {201, 400})
+
+
+@pytest.mark.parametrize("field, value", [("artifactType", "\\ud800"), ("artifactType", "a\\u0000b"),
+                                          ("annotations", {"k": "\\udfff"}), ("annotations", {"\\u0000": "v"})])
+def test_it_refuses_manifest_text_no_database_can_store(client: Client, field: str, value) -> None:
+    config = b'{"architecture":"amd64","os":"linux"}'
+    push_image(client, "team/app", "base", layers=[LAYER], config=config)
+    doc = json.loads(make_manifest(config, [LAYER]))
+    doc[field] = "PLACEHOLDER" if isinstance(value, str) else {"PK": "PV"}
+    body = json.dumps(doc)
+    if isinstance(value, str):
+        body = body.replace("PLACEHOLDER", value)
+    else:
+        (key, val), = value.items()
+        body = body.replace("PK", key).replace("PV", val)
+    response = client.generic("PUT", "/v2/team/app/manifests/odd", body.encode(), OCI_MANIFEST)
+    assert_clean(response, {400})

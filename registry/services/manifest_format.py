@@ -66,6 +66,28 @@ def base_media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
+# RFC 6838: a media type's type and subtype are at most 127 characters each.
+MAX_MEDIA_TYPE = 255
+
+
+def _storable(text: str) -> bool:
+    """Text every supported database stores: JSON's "\\ud800" (a lone surrogate) is not UTF-8, and
+    PostgreSQL refuses NUL characters."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
+
+
+def _type_name(value: Any, where: str, required: bool) -> str:
+    if not isinstance(value, str) or (required and not value):
+        raise ManifestInvalid(f"{where} must be a {'non-empty ' if required else ''}string")
+    if len(value) > MAX_MEDIA_TYPE or not _storable(value):
+        raise ManifestInvalid(f"{where} must be a media type of at most {MAX_MEDIA_TYPE} characters")
+    return value
+
+
 def _annotations(value: Any, where: str) -> dict[str, str]:
     if value is None:
         return {}
@@ -73,22 +95,21 @@ def _annotations(value: Any, where: str) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise ManifestInvalid(f"{where}annotations must be an object of strings")
+    if not all(_storable(k) and _storable(v) for k, v in value.items()):
+        raise ManifestInvalid(f"{where}annotations must be valid Unicode text without NUL characters")
     return value
 
 
 def _descriptor(value: Any, where: str) -> Descriptor:
     if not isinstance(value, dict):
         raise ManifestInvalid(f"{where} must be a descriptor object")
-    media_type, digest, size = value.get("mediaType"), value.get("digest"), value.get("size")
-    if not isinstance(media_type, str) or not media_type:
-        raise ManifestInvalid(f"{where}.mediaType must be a non-empty string")
+    media_type = _type_name(value.get("mediaType"), f"{where}.mediaType", required=True)
+    digest, size = value.get("digest"), value.get("size")
     if not isinstance(digest, str) or Digest.parse_or_none(digest) is None:
         raise ManifestInvalid(f"{where}.digest is not a valid digest", {"digest": str(digest)[:200]})
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise ManifestInvalid(f"{where}.size must be a non-negative integer")
-    artifact_type = value.get("artifactType", "")
-    if not isinstance(artifact_type, str):
-        raise ManifestInvalid(f"{where}.artifactType must be a string")
+    artifact_type = _type_name(value.get("artifactType", ""), f"{where}.artifactType", required=False)
     urls = value.get("urls")
     if urls is not None and not (isinstance(urls, list) and all(isinstance(u, str) for u in urls)):
         raise ManifestInvalid(f"{where}.urls must be a list of strings")
@@ -136,9 +157,7 @@ def parse(body: bytes, content_type: str | None) -> ParsedManifest:
     version = doc.get("schemaVersion")
     if isinstance(version, bool) or version != 2:
         raise ManifestInvalid("schemaVersion must be 2")
-    artifact_type = doc.get("artifactType", "")
-    if not isinstance(artifact_type, str):
-        raise ManifestInvalid("artifactType must be a string")
+    artifact_type = _type_name(doc.get("artifactType", ""), "artifactType", required=False)
     subject = _descriptor(doc["subject"], "subject") if doc.get("subject") is not None else None
     annotations = _annotations(doc.get("annotations"), "")
 
