@@ -74,8 +74,9 @@ def test_it_answers_any_token_request_cleanly(client: Client, auth_paths, path: 
     b'{"username": "alice", "password": "wonderland", "ttl_days": ' + b"9" * 4500 + b"}",
     b'{"username": "alice", "password": "wonderland", "ttl_days": 1e999}',
     b'{"username": "\\ud800", "password": "x"}',
+    b'{"username": "alice", "password": "wonderland", "description": "\\ud800\\u0000"}',
     '{"username": "alice", "password": "wonderland", "hash_prefix": "0123456789abcdef\\n"}'.encode(),
-], ids=["nested", "huge-int", "huge-ttl", "inf", "lone-surrogate", "prefix-newline"])
+], ids=["nested", "huge-int", "huge-ttl", "inf", "lone-surrogate", "surrogate-description", "prefix-newline"])
 @pytest.mark.parametrize("path", ENDPOINTS)
 def test_it_refuses_json_oddities_with_a_400(client: Client, auth_paths, path: str, body: bytes) -> None:  # noqa: F811
     response, data = post(client, path, body)
