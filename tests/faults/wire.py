@@ -9,6 +9,7 @@ import os
 import socket
 import sqlite3
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,27 @@ def send_partial(host: str, method: str, path: str, headers: dict[str, str], bod
         f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
     sock.sendall(head.encode("latin-1") + body_prefix)
     return sock
+
+
+def exchange(host: str, method: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    """A request whose answer may come before its body is all sent (a server may refuse early and
+    close): the body goes out from a thread while the reply is read, as careful clients do."""
+    sock = send_partial(host, method, path, {**headers, "Content-Length": str(len(body)), "Connection": "close"},
+                        b"")
+
+    def pump() -> None:
+        try:
+            sock.sendall(body)
+        except OSError:
+            pass  # the server answered and closed: the reply is what matters
+
+    sender = threading.Thread(target=pump, daemon=True)
+    sender.start()
+    try:
+        return read_reply(sock)
+    finally:
+        sock.close()
+        sender.join(timeout=30)
 
 
 def reset(sock: socket.socket) -> None:
