@@ -121,7 +121,7 @@ def _session(name: str, upload_id: str, driver: StorageDriver) -> tuple[Upload, 
         data_path = paths.upload_data(upload_id)
     except ValueError:
         raise unknown from None
-    upload = Upload.objects.filter(id=upload_id, repository__name=name).first()
+    upload = Upload.objects.select_related("repository").filter(id=upload_id, repository__name=name).first()
     if upload is None:
         raise unknown
     if upload.updated_at < timezone.now() - _expiry():
@@ -267,7 +267,7 @@ def _commit(upload: Upload, digest: Digest, size: int, drv: StorageDriver) -> bl
     with transaction.atomic():
         blob = blobs.link(upload.repository, digest, size, drv, source=paths.upload_data(upload.id))
         Upload.objects.filter(id=upload.id).delete()
-    _discard(upload.id, drv)
+    _remove_data(upload.id, drv)  # the row went with the transaction: no second write transaction
     return blobs.BlobInfo(blob.digest, blob.size)
 
 
@@ -289,8 +289,12 @@ def cancel(name: str, upload_id: str, driver: StorageDriver | None = None) -> No
 
 
 def _discard(upload_id: str, drv: StorageDriver) -> None:
-    _hashes.drop(upload_id)
     Upload.objects.filter(id=upload_id).delete()
+    _remove_data(upload_id, drv)
+
+
+def _remove_data(upload_id: str, drv: StorageDriver) -> None:
+    _hashes.drop(upload_id)
     try:
         drv.delete(paths.upload_dir(upload_id))
     except storage.PathNotFound:
