@@ -82,19 +82,31 @@ def put(
                 )
                 _check_references(repository, parsed)
                 manifest = _store(repository, str(digest), body, parsed)
-                now = timezone.now()
-                for tag_name in dict.fromkeys(tags):
-                    Tag.objects.update_or_create(
-                        repository=repository,
-                        name=tag_name,
-                        defaults={"manifest": manifest, "updated_at": now},
-                    )
+                _point_tags(repository, manifest, list(dict.fromkeys(tags)))
             break
         except IntegrityError:
             continue  # a concurrent push of the same manifest or tag won: retry against its rows
     else:
         raise ManifestInvalid("manifest could not be stored because of concurrent updates")
     return PutResult(str(digest), parsed.subject.digest if parsed.subject else None, list(dict.fromkeys(tags)))
+
+
+@lru_cache(maxsize=1)
+def _upsert_tag_sql() -> str:
+    # One statement per tag (SQLite >= 3.24 and PostgreSQL): update_or_create's SELECT, savepoints
+    # and INSERT or UPDATE were 28% of a tag PUT's CPU.
+    q = connection.ops.quote_name
+    return (f"INSERT INTO {q(Tag._meta.db_table)} (repository_id, name, manifest_id, updated_at) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (repository_id, name) "
+            "DO UPDATE SET manifest_id = excluded.manifest_id, updated_at = excluded.updated_at")
+
+
+def _point_tags(repository: Repository, manifest: Manifest, tags: list[str]) -> None:
+    if not tags:
+        return
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:
+        cursor.executemany(_upsert_tag_sql(), [(repository.pk, tag, manifest.pk, now) for tag in tags])
 
 
 def _check_references(repository: Repository, parsed: manifest_format.ParsedManifest) -> None:
