@@ -20,8 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.servers import BENCH_PASSWORD, BENCH_USER, Endpoint, Ours, Reference, ensure_reference_installed
-from bench.workloads import QUICK, Side, Sizes, Workload, workloads
+from bench.profile import Recorder, summarise
+from bench.servers import (
+    BENCH_PASSWORD,
+    BENCH_USER,
+    Endpoint,
+    Ours,
+    Reference,
+    cpu_seconds,
+    ensure_reference_installed,
+)
+from bench.workloads import QUICK, Figure, Side, Sizes, Workload, workloads
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 BASIC = "Basic " + base64.b64encode(f"{BENCH_USER}:{BENCH_PASSWORD}".encode()).decode()
@@ -98,23 +107,41 @@ class Servers:
             thread.join()
 
 
-def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes) -> list[report.Row]:
+def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes, rounds: int,
+                 profile_dir: Path | None = None) -> tuple[list[report.Row], report.Row]:
+    """The workload's figures (median of each side's runs) and the server CPU each run used."""
     for side in (a, b):
         side.scratch.mkdir(parents=True, exist_ok=True)
         if workload.prepare:
             workload.prepare(side, sizes)
     runs: dict[str, list[dict[str, float]]] = {a.label: [], b.label: []}
-    for index, side in enumerate((a, b, b, a)):
+    order = (a, b, b, a) * rounds
+    profiles: list[Path] = []
+    for index, side in enumerate(order):
+        recorder = None
+        if profile_dir is not None and isinstance(side.server, Ours):
+            prefix = profile_dir / f"{workload.name}-{side.label.replace(' ', '-')}-{index + 1}"
+            recorder = Recorder(side.server.worker_pids(), prefix)
+        cpu_before = cpu_seconds(side.server.pids())
         figures = workload.run(side, sizes, len(runs[side.label]))
+        used = cpu_seconds(side.server.pids()) - cpu_before
+        if recorder is not None:
+            profiles += recorder.stop()
+        figures["cpu_ms"] = used * 1000 / figures.pop("ops", 1)
         runs[side.label].append(figures)
         shown = ", ".join(f"{k}={v:.4g}" for k, v in figures.items())
-        print(f"  {workload.name:16} {side.label:10} run {index + 1}/4: {shown}", flush=True)
+        print(f"  {workload.name:16} {side.label:10} run {index + 1}/{len(order)}: {shown}", flush=True)
+    if profiles and profile_dir is not None:
+        summary = profile_dir / f"{workload.name}.txt"
+        summary.write_text(summarise(profiles) + "\n")
+        print(f"  {workload.name}: profile of our workers in {summary}", flush=True)
+    cpu_figure = Figure("cpu_ms", f"{workload.name}: server CPU per {workload.op}", "ms", False)
     rows = []
-    for figure in workload.figures:
+    for figure in [*workload.figures, cpu_figure]:
         ours = [r[figure.key] for r in runs[a.label]]
         other = [r[figure.key] for r in runs[b.label]]
-        rows.append(report.Row(figure, statistics.fmean(ours), statistics.fmean(other), b.label, ours, other))
-    return rows
+        rows.append(report.Row(figure, statistics.median(ours), statistics.median(other), b.label, ours, other))
+    return rows[:-1], rows[-1]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -123,6 +150,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--only", default="", help="comma-separated workload names to run")
     parser.add_argument("--keep", action="store_true", help="keep the temp data directory")
     parser.add_argument("--list", action="store_true", help="list the workloads and exit")
+    parser.add_argument("--profile", action="store_true",
+                        help="record our workers with py-spy into bench/out/profiles/ (skews our figures)")
     return parser.parse_args(argv)
 
 
@@ -145,6 +174,7 @@ def main(argv: list[str]) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="registry-bench-"))
     servers = Servers(scratch)
     rows: list[report.Row] = []
+    cpu_rows: list[report.Row] = []
     started = time.monotonic()
     try:
         servers.start({w.pair for w in selected})
@@ -155,7 +185,10 @@ def main(argv: list[str]) -> int:
                 print(f"  {workload.name}: skipped (no API token could be created)", flush=True)
                 continue
             began = time.monotonic()
-            rows += run_workload(workload, *pair, sizes)
+            figures, cpu = run_workload(workload, *pair, sizes, 1 if args.quick else workload.rounds,
+                                        OUT_DIR / "profiles" if args.profile else None)
+            rows += figures
+            cpu_rows.append(cpu)
             print(f"  {workload.name}: {time.monotonic() - began:.1f} s", flush=True)
     finally:
         servers.stop()
@@ -164,9 +197,11 @@ def main(argv: list[str]) -> int:
         else:
             shutil.rmtree(scratch, ignore_errors=True)
     command = "python -m bench " + " ".join(argv)
-    json_path, _ = report.write(OUT_DIR, rows, report.machine(), command.strip())
+    json_path, _ = report.write(OUT_DIR, rows, cpu_rows, report.machine(), command.strip())
     print()
     print(report.text_table(rows))
+    print("\nCPU time used by the server process tree, per run (drift moves it less than wall time):")
+    print(report.text_table(cpu_rows))
     print(f"\n{time.monotonic() - started:.0f} s; written to {json_path}")
     return 0
 

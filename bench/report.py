@@ -56,7 +56,7 @@ def _cells(row: Row) -> list[str]:
     other = _num(row.other) + ("" if row.other_label == "reference" else f" ({row.other_label})")
     met = {True: "yes", False: "NO", None: ""}[row.met]
     # An absolute limit is judged on our figure alone; a ratio to a near-zero figure means nothing.
-    ratio = "" if row.figure.ours_limit is not None else f"{row.ratio:.2f}"
+    ratio = "" if row.figure.ours_limit is not None else f"{row.ratio:.3g}"
     return [row.figure.label, row.figure.unit, _num(row.ours), other, ratio, row.target, met]
 
 
@@ -103,16 +103,19 @@ def machine() -> dict[str, object]:
     }
 
 
-def write(out_dir: Path, rows: list[Row], info: dict[str, object], command: str) -> tuple[Path, Path]:
+def _record(row: Row) -> dict[str, object]:
+    return {**asdict(row.figure), "ours": row.ours, "other": row.other, "other_label": row.other_label,
+            "ratio": row.ratio, "met": row.met, "ours_runs": row.ours_runs, "other_runs": row.other_runs}
+
+
+def write(out_dir: Path, rows: list[Row], cpu_rows: list[Row], info: dict[str, object], command: str
+          ) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     record = {
         "machine": info,
         "command": command,
-        "figures": [
-            {**asdict(r.figure), "ours": r.ours, "other": r.other, "other_label": r.other_label,
-             "ratio": r.ratio, "met": r.met, "ours_runs": r.ours_runs, "other_runs": r.other_runs}
-            for r in rows
-        ],
+        "figures": [_record(r) for r in rows],
+        "server_cpu_seconds": [_record(r) for r in cpu_rows],
     }
     json_path = out_dir / "results.json"
     json_path.write_text(json.dumps(record, indent=2) + "\n")
@@ -120,6 +123,7 @@ def write(out_dir: Path, rows: list[Row], info: dict[str, object], command: str)
     md_path.write_text(
         f"Run {info['date']} on {info['nproc']} CPUs, {info['ram_mib']} MiB RAM "
         f"(load average at the end {', '.join(f'{x:.2f}' for x in info['loadavg_at_end'])}); "  # type: ignore[union-attr]
-        f"reference: {info['reference']}.\n\nCommand: `{command}`\n\n{markdown_table(rows)}\n"
+        f"reference: {info['reference']}.\n\nCommand: `{command}`\n\n{markdown_table(rows)}\n\n"
+        f"Server CPU per run:\n\n{markdown_table(cpu_rows)}\n"
     )
     return json_path, md_path

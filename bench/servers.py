@@ -73,6 +73,19 @@ def process_tree(root_pid: int) -> list[int]:
     return tree
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the processes have used so far."""
+    ticks = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def pss_bytes(pids: list[int]) -> int:
     """Proportional set size of the processes: shared pages are split between their sharers."""
     total = 0
@@ -136,6 +149,10 @@ class Ours:
 
     def pids(self) -> list[int]:
         return process_tree(self.server.process.pid) if self.server.process else []
+
+    def worker_pids(self) -> list[int]:
+        master = self.server.process.pid if self.server.process else None
+        return [pid for pid in self.pids() if pid != master]
 
     def stop(self) -> None:
         self.server.stop()

@@ -77,6 +77,8 @@ class Workload:
     figures: list[Figure]
     run: Runner
     prepare: Preparer | None = None
+    rounds: int = 1  # full runs repeat A B B A this many times: short, noisy workloads get 2
+    op: str = "run"  # what the server CPU is divided by; a run returns "ops" unless it is one run
 
 
 def _mib_per_s(size: int, seconds: float) -> float:
@@ -136,7 +138,7 @@ def _small_pushes(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
     items = [("bench/small", f"{i}:{n}:".encode() + noise[: sizes.small_size - 16].ljust(sizes.small_size - 16, b"x"))
              for n in range(sizes.small_blobs)]
     took = run_parallel(side.endpoint, _push_small_job, items, sizes.clients)
-    return {"small_push": sizes.small_blobs / took}
+    return {"small_push": sizes.small_blobs / took, "ops": sizes.small_blobs}
 
 
 # Manifests by tag ---------------------------------------------------------------------------------
@@ -163,6 +165,7 @@ def _manifest_load(prefix: str) -> Runner:
                 raise RuntimeError(f"{side.label}: {result.errors} failed {method} requests under load")
             key = f"{prefix}_{method.lower()}"
             figures |= {f"{key}_rps": result.rate, f"{key}_p50": result.p50_ms, f"{key}_p99": result.p99_ms}
+            figures["ops"] = figures.get("ops", 0) + result.requests
         return figures
 
     return run
@@ -245,18 +248,21 @@ def _catalog_run(key: str) -> Runner:
 
 # skopeo -------------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=8)
 def _image(root: Path, layers: int, total: int) -> Path:
+    """An OCI layout with new random layers: skopeo, as root, remembers blobs it has pushed in a
+    machine-wide cache and would mount them from an earlier run instead of uploading them."""
     if root.exists():
         shutil.rmtree(root)
     layout = Layout(root)
-    manifest, _, _ = layout.image_manifest(layers=layers, layer_size=total // layers, seed="bench")
+    manifest, _, _ = layout.image_manifest(layers=layers, layer_size=total // layers, seed=root.name)
     layout.tag("v1", OCI_MANIFEST, manifest)
     return root
 
 
 def _skopeo(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
-    image = _image(side.scratch.parent / "image", sizes.image_layers, sizes.image_bytes)
+    # Run i of each side copies the same image, built for that run only.
+    image = _image(side.scratch.parent / f"image-{i}", sizes.image_layers, sizes.image_bytes)
     home = side.scratch / f"skopeo-{i}"
     home.mkdir(parents=True)
     env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(home)}
@@ -279,7 +285,6 @@ def _skopeo(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
 def _prepare_skopeo(side: Side, sizes: Sizes) -> None:
     if not shutil.which("skopeo"):
         raise RuntimeError("skopeo is missing: run scripts/install-test-deps.sh")
-    _image(side.scratch.parent / "image", sizes.image_layers, sizes.image_bytes)
 
 
 # Memory -------------------------------------------------------------------------------------------
@@ -315,27 +320,28 @@ def workloads(sizes: Sizes) -> list[Workload]:
     return [
         Workload("push-monolithic", "anon",
                  [Figure("push_mono", f"blob push {sizes.blob // MIB} MiB, monolithic", "MiB/s", True, 1.0)],
-                 _push_mono),
+                 _push_mono, rounds=2),
         Workload("push-chunked", "anon",
                  [Figure("push_chunked", f"blob push {sizes.blob // MIB} MiB, {sizes.chunk // MIB} MiB chunks",
-                         "MiB/s", True, 1.0)], _push_chunked),
+                         "MiB/s", True, 1.0)], _push_chunked, rounds=2),
         Workload("pull", "anon",
                  [Figure("pull", f"blob pull {sizes.blob // MIB} MiB, hashed", "MiB/s", True, 1.0)],
-                 _pull, _prepare_pull),
+                 _pull, _prepare_pull, rounds=2),
         Workload("small-pushes", "anon",
                  [Figure("small_push", f"{sizes.small_blobs} x {sizes.small_size // 1024} KiB blob pushes, "
-                         f"{sizes.clients} clients", "blobs/s", True, 1.0)], _small_pushes),
+                         f"{sizes.clients} clients", "blobs/s", True, 1.0)], _small_pushes, rounds=2,
+                 op="push"),
         Workload("manifest", "anon", _manifest_figures("anon", "", 1.0, 1.0),
-                 _manifest_load("anon"), _prepare_manifest),
+                 _manifest_load("anon"), _prepare_manifest, op="request"),
         Workload("manifest-basic", "basic", _manifest_figures("basic", ", Basic auth", 2.0, None),
-                 _manifest_load("basic"), _prepare_manifest),
+                 _manifest_load("basic"), _prepare_manifest, op="request"),
         Workload("manifest-bearer", "bearer",
                  _manifest_figures("bearer", ", Bearer token (vs our anonymous)", 0.9, None),
-                 _manifest_load("bearer"), _prepare_manifest),
+                 _manifest_load("bearer"), _prepare_manifest, op="request"),
         Workload("tags", "anon", [
             Figure("tag_put", f"{sizes.tags} tag PUTs, {sizes.clients} clients", "tags/s", True, 1.0),
             Figure("tags_list", f"tags list of {sizes.tags} tags", "ms", False, 1.0),
-        ], _tags),
+        ], _tags, rounds=2),
         Workload("catalog-small", "anon",
                  [Figure("catalog_small", f"catalog first {page} of {sizes.catalog_small} repositories",
                          "ms", False)], _catalog_run("catalog_small"),
@@ -348,7 +354,7 @@ def workloads(sizes: Sizes) -> list[Workload]:
             Figure("skopeo_in", f"skopeo copy in, {sizes.image_layers} layers {sizes.image_bytes // MIB} MiB",
                    "s", False),
             Figure("skopeo_out", "skopeo copy out", "s", False),
-        ], _skopeo, _prepare_skopeo),
+        ], _skopeo, _prepare_skopeo, rounds=2),
         Workload("memory", "anon", [
             Figure("mem_peak", f"peak PSS of the server tree, {sizes.memory_blob // MIB} MiB push", "MiB", False),
             Figure("mem_growth", "  PSS growth during that push", "MiB", False, None, 64.0),
