@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import BinaryIO, Callable
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from registry.digests import Digest
@@ -78,12 +79,29 @@ def link(
             if source is None:
                 raise BlobUnknown(f"blob {digest} data is missing", {"digest": str(digest)}) from None
             drv.move(source, paths.blob_data(digest))
-        blob, _ = Blob.objects.get_or_create(digest=str(digest), defaults={"size": size})
-        blob_link, created = BlobLink.objects.get_or_create(repository=repository, blob=blob)
-        if not created:
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        insert_blob, select_blob, upsert_link = _link_sql()
+        with connection.cursor() as cursor:
+            cursor.execute(insert_blob, [str(digest), size, now])
+            cursor.execute(select_blob, [str(digest)])
+            blob_id, stored_size = cursor.fetchone()
             # A re-pushed blob starts a new grace period, like a new one (see services.gc).
-            BlobLink.objects.filter(pk=blob_link.pk).update(created_at=timezone.now())
-    return blob
+            cursor.execute(upsert_link, [repository.pk, blob_id, now])
+    return Blob(id=blob_id, digest=str(digest), size=stored_size)
+
+
+@lru_cache(maxsize=1)
+def _link_sql() -> tuple[str, str, str]:
+    """Built once: two get_or_create calls (SELECTs, savepoints, INSERTs) were a fifth of the CPU
+    of a small push. SQLite >= 3.24 and PostgreSQL both have ON CONFLICT."""
+    q = connection.ops.quote_name
+    blob, blob_link = q(Blob._meta.db_table), q(BlobLink._meta.db_table)
+    return (
+        f"INSERT INTO {blob} (digest, size, created_at) VALUES (%s, %s, %s) ON CONFLICT (digest) DO NOTHING",
+        f"SELECT id, size FROM {blob} WHERE digest = %s",
+        f"INSERT INTO {blob_link} (repository_id, blob_id, created_at) VALUES (%s, %s, %s) "
+        "ON CONFLICT (repository_id, blob_id) DO UPDATE SET created_at = excluded.created_at",
+    )
 
 
 def mount(
