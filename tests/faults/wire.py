@@ -6,6 +6,7 @@ import hashlib
 import http.client
 import json
 import os
+import select
 import socket
 import sqlite3
 import struct
@@ -51,13 +52,34 @@ class Registry:
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> Reply:
-        conn = http.client.HTTPConnection(self.host, timeout=self.timeout)
+        """Send while watching for an early answer, as Go's HTTP client (docker, skopeo) does.
+
+        A server that refuses a body part-way (disk full) answers and closes once gunicorn has
+        drained 64 KiB of it; a client that only reads after sending everything would see a
+        broken pipe instead of the answer.
+        """
+        host, port = self.host.rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)), timeout=self.timeout)
         try:
-            conn.request(method, path, body=body, headers={**self.headers, **(headers or {})})
-            resp = conn.getresponse()
+            lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", "Connection: close",
+                     f"Content-Length: {len(body or b'')}"]
+            lines += [f"{k}: {v}" for k, v in {**self.headers, **(headers or {})}.items()]
+            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            pending = memoryview(body or b"")
+            while pending:
+                readable, writable, _ = select.select([sock], [sock], [], self.timeout)
+                if readable:
+                    break  # answered before the whole body was sent
+                if writable:
+                    try:
+                        pending = pending[sock.send(pending[:256 * 1024]):]
+                    except (BrokenPipeError, ConnectionResetError):
+                        break
+            resp = http.client.HTTPResponse(sock, method=method)
+            resp.begin()
             return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
         finally:
-            conn.close()
+            sock.close()
 
     def push_blob(self, name: str, data: bytes) -> str:
         reply = self.request("POST", f"/v2/{name}/blobs/uploads/?digest={digest(data)}", data,
