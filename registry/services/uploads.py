@@ -13,13 +13,14 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 from typing import Protocol
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from registry.digests import Digest, InvalidDigest, new_hasher
-from registry.models import Upload
+from registry.models import Repository, Upload
 from registry.services import blobs
 from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import (
@@ -114,6 +115,14 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
     return UploadStatus(upload_id, name, 0)
 
 
+@lru_cache(maxsize=1)
+def _session_sql() -> str:
+    # Built once: compiling the session lookup with the ORM was a sixth of a small push's CPU.
+    q = connection.ops.quote_name
+    return (f"SELECT u.algorithm, u.repository_id, u.updated_at >= %s FROM {q(Upload._meta.db_table)} u "
+            f"JOIN {q(Repository._meta.db_table)} r ON r.id = u.repository_id WHERE u.id = %s AND r.name = %s")
+
+
 def _session(name: str, upload_id: str, driver: StorageDriver) -> tuple[Upload, int]:
     check_name(name)
     unknown = UploadUnknown(f"upload {upload_id[:64]!r} unknown to repository {name!r}")
@@ -121,12 +130,19 @@ def _session(name: str, upload_id: str, driver: StorageDriver) -> tuple[Upload, 
         data_path = paths.upload_data(upload_id)
     except ValueError:
         raise unknown from None
-    upload = Upload.objects.select_related("repository").filter(id=upload_id, repository__name=name).first()
-    if upload is None:
+    cutoff = connection.ops.adapt_datetimefield_value(timezone.now() - _expiry())
+    with connection.cursor() as cursor:
+        cursor.execute(_session_sql(), [cutoff, upload_id, name])
+        row = cursor.fetchone()
+    if row is None:
         raise unknown
-    if upload.updated_at < timezone.now() - _expiry():
+    algorithm, repository_id, live = row
+    if not live:
         _discard(upload_id, driver)
         raise UploadUnknown(f"upload {upload_id} expired")
+    upload = Upload.from_db(connection.alias, ["id", "repository_id", "algorithm"],
+                            [upload_id, repository_id, algorithm])
+    upload.repository = Repository.from_db(connection.alias, ["id", "name"], [repository_id, name])
     try:
         offset = driver.stat(data_path).size
     except storage.PathNotFound:
