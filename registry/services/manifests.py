@@ -8,7 +8,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from registry.digests import Digest, is_digest_like
-from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag
+from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
 from registry.services import manifest_format
 from registry.services.common import (
     check_name,
@@ -109,39 +109,55 @@ def _point_tags(repository: Repository, manifest: Manifest, tags: list[str]) -> 
         cursor.executemany(_upsert_tag_sql(), [(repository.pk, tag, manifest.pk, now) for tag in tags])
 
 
+@lru_cache(maxsize=64)
+def _present_sql(kind: str, count: int) -> str:
+    """Which of ``count`` digests a repository holds, as blobs or as manifests; built once per
+    shape, since compiling these ORM queries was a third of a tag PUT's CPU (inside its lock)."""
+    q = connection.ops.quote_name
+    marks = ", ".join(["%s"] * count)
+    if kind == "blob":
+        return (f"SELECT b.digest FROM {q(BlobLink._meta.db_table)} l JOIN {q(Blob._meta.db_table)} b "
+                f"ON b.id = l.blob_id WHERE l.repository_id = %s AND b.digest IN ({marks})")
+    return f"SELECT digest FROM {q(Manifest._meta.db_table)} WHERE repository_id = %s AND digest IN ({marks})"
+
+
+def _missing(kind: str, repository: Repository, digests: set[str]) -> list[str]:
+    wanted = sorted(digests)
+    with connection.cursor() as cursor:
+        cursor.execute(_present_sql(kind, len(wanted)), [repository.pk, *wanted])
+        present = {row[0] for row in cursor.fetchall()}
+    return [d for d in wanted if d not in present]
+
+
 def _check_references(repository: Repository, parsed: manifest_format.ParsedManifest) -> None:
     wanted = {d.digest for d in parsed.blobs if not d.foreign}
-    if wanted:
-        present = set(
-            BlobLink.objects.filter(repository=repository, blob__digest__in=wanted).values_list(
-                "blob__digest", flat=True
-            )
+    missing = _missing("blob", repository, wanted) if wanted else []
+    if missing:
+        raise ManifestBlobUnknown(
+            f"blob {missing[0]} is not in repository {repository.name!r}", {"digest": missing[0]}
         )
-        missing = sorted(wanted - present)
-        if missing:
-            raise ManifestBlobUnknown(
-                f"blob {missing[0]} is not in repository {repository.name!r}", {"digest": missing[0]}
-            )
     children = {d.digest for d in parsed.children}
-    if children:
-        present = set(
-            Manifest.objects.filter(repository=repository, digest__in=children).values_list(
-                "digest", flat=True
-            )
+    missing = _missing("manifest", repository, children) if children else []
+    if missing:
+        raise ManifestBlobUnknown(
+            f"manifest {missing[0]} is not in repository {repository.name!r}", {"digest": missing[0]}
         )
-        missing = sorted(children - present)
-        if missing:
-            raise ManifestBlobUnknown(
-                f"manifest {missing[0]} is not in repository {repository.name!r}", {"digest": missing[0]}
-            )
+
+
+@lru_cache(maxsize=1)
+def _existing_sql() -> str:
+    q = connection.ops.quote_name
+    return f"SELECT id FROM {q(Manifest._meta.db_table)} WHERE repository_id = %s AND digest = %s"
 
 
 def _store(
     repository: Repository, digest: str, body: bytes, parsed: manifest_format.ParsedManifest
 ) -> Manifest:
-    existing = Manifest.objects.filter(repository=repository, digest=digest).only("id").first()
-    if existing is not None:
-        return existing
+    with connection.cursor() as cursor:
+        cursor.execute(_existing_sql(), [repository.pk, digest])
+        row = cursor.fetchone()
+    if row is not None:
+        return Manifest.from_db(connection.alias, ["id"], [row[0]])  # only its id is used
     manifest = Manifest.objects.create(
         repository=repository,
         digest=digest,
