@@ -92,7 +92,7 @@ def parse_record(digest: str, raw: bytes) -> StoredToken:
 # the file, so a revocation (the file's deletion) or a rewrite is seen at once by every worker;
 # only the open, read and JSON parse (a third of a Bearer request's extra cost) are saved.
 _FileKey = tuple[int, int, int, int]
-_parsed: dict[Path, tuple[_FileKey, StoredToken]] = {}
+_parsed: dict[str, tuple[_FileKey, StoredToken]] = {}
 _PARSED_MAX = 4096
 
 
@@ -124,7 +124,7 @@ class TokenRepository:
     def get(self, digest: str) -> StoredToken | None:
         if not DIGEST.match(digest):
             return None
-        path = self.directory / digest
+        path = os.path.join(self.directory, digest)  # a str: pathlib cost more than the lstat
         try:
             st = os.lstat(path)
         except OSError:

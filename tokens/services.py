@@ -10,6 +10,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,14 @@ def _now() -> datetime:
 
 
 def repository() -> TokenRepository:
-    return TokenRepository(Path(settings.AUTH_TOKEN_STORAGE))
+    return _repository_at(str(settings.AUTH_TOKEN_STORAGE))
+
+
+@lru_cache(maxsize=8)
+def _repository_at(directory: str) -> TokenRepository:
+    # Every Bearer request needs the repository: building a Path for it each time cost more than
+    # the token file's lstat. It holds nothing but its directory.
+    return TokenRepository(Path(directory))
 
 
 def token_digest(token: str) -> str:
