@@ -108,7 +108,8 @@ class Servers:
 
 
 def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes, rounds: int,
-                 profile_dir: Path | None = None) -> tuple[list[report.Row], report.Row]:
+                 profile_dir: Path | None = None, judged: bool = True
+                 ) -> tuple[list[report.Row], report.Row]:
     """The workload's figures (median of each side's runs) and the server CPU each run used."""
     for side in (a, b):
         side.scratch.mkdir(parents=True, exist_ok=True)
@@ -140,7 +141,8 @@ def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes, rounds: int
     for figure in [*workload.figures, cpu_figure]:
         ours = [r[figure.key] for r in runs[a.label]]
         other = [r[figure.key] for r in runs[b.label]]
-        rows.append(report.Row(figure, statistics.median(ours), statistics.median(other), b.label, ours, other))
+        rows.append(report.Row(figure, statistics.median(ours), statistics.median(other), b.label, ours, other,
+                               judged))
     return rows[:-1], rows[-1]
 
 
@@ -186,7 +188,7 @@ def main(argv: list[str]) -> int:
                 continue
             began = time.monotonic()
             figures, cpu = run_workload(workload, *pair, sizes, 1 if args.quick else workload.rounds,
-                                        OUT_DIR / "profiles" if args.profile else None)
+                                        OUT_DIR / "profiles" if args.profile else None, not args.quick)
             rows += figures
             cpu_rows.append(cpu)
             print(f"  {workload.name}: {time.monotonic() - began:.1f} s", flush=True)
@@ -199,6 +201,8 @@ def main(argv: list[str]) -> int:
     command = "python -m bench " + " ".join(argv)
     json_path, _ = report.write(OUT_DIR, rows, cpu_rows, report.machine(), command.strip())
     print()
+    if args.quick:
+        print("--quick: sizes are too small for the targets, which are left unjudged.")
     print(report.text_table(rows))
     print("\nCPU time used by the server process tree, per run (drift moves it less than wall time):")
     print(report.text_table(cpu_rows))

@@ -20,6 +20,7 @@ class Row:
     other_label: str
     ours_runs: list[float]
     other_runs: list[float]
+    judged: bool = True  # targets are set for the full sizes: a --quick run is not judged
 
     @property
     def ratio(self) -> float:
@@ -37,6 +38,8 @@ class Row:
     @property
     def met(self) -> bool | None:
         f = self.figure
+        if not self.judged:
+            return None
         if f.ours_limit is not None:
             return self.ours < f.ours_limit
         if f.ratio_target is None:
