@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import selectors
+import signal
 import socket
 import statistics
 import time
@@ -67,8 +68,15 @@ def _response_size(buf: bytearray, head: bool) -> tuple[int, int]:
     return end + 4 + length, status
 
 
+def quiet_child() -> None:
+    """In a client process: Ctrl-C is the parent's to handle, and its SIGTERM ends us silently."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _drive(address: tuple[str, int], request: bytes, connections: int, duration: float,
            head: bool, out: multiprocessing.connection.Connection) -> None:
+    quiet_child()
     sel = selectors.DefaultSelector()
     latencies: list[float] = []
     errors = 0
@@ -126,12 +134,17 @@ def hammer(endpoint: Endpoint, method: str, path: str, headers: dict[str, str],
         workers.append(worker)
     latencies: list[float] = []
     errors, seconds = 0, 0.0
-    for receiver, worker in zip(pipes, workers):
-        lat, err, took = receiver.recv()
-        worker.join()
-        latencies += lat
-        errors += err
-        seconds = max(seconds, took)
+    try:
+        for receiver, worker in zip(pipes, workers):
+            lat, err, took = receiver.recv()
+            worker.join()
+            latencies += lat
+            errors += err
+            seconds = max(seconds, took)
+    except BaseException:  # interrupted: the clients must not outlive the servers they load
+        for worker in workers:
+            worker.terminate()
+        raise
     if not latencies:
         return LoadResult(0, errors, seconds, 0.0, 0.0)
     cuts = statistics.quantiles(latencies, n=100, method="inclusive")

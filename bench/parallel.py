@@ -10,12 +10,14 @@ import time
 from typing import Any, Callable, Sequence
 
 from bench.client import Client
+from bench.load import quiet_child
 from bench.servers import Endpoint
 
 Job = Callable[[Client, Any], None]
 
 
 def _worker(endpoint: Endpoint, job: Job, items: Sequence[Any], barrier: Any, out: Any) -> None:
+    quiet_child()
     client = Client(endpoint)
     try:
         barrier.wait()
@@ -42,17 +44,22 @@ def run_parallel(endpoint: Endpoint, job: Job, items: Sequence[Any], workers: in
         sender.close()
         pipes.append(receiver)
         procs.append(proc)
-    barrier.wait(timeout=60)
-    start = time.perf_counter()
     failures = []
-    for receiver in pipes:
-        try:
-            result = receiver.recv()
-        except EOFError:
-            result = "client process died"
-        if result is not None:
-            failures.append(result)
-    elapsed = time.perf_counter() - start
+    try:
+        barrier.wait(timeout=60)
+        start = time.perf_counter()
+        for receiver in pipes:
+            try:
+                result = receiver.recv()
+            except EOFError:
+                result = "client process died"
+            if result is not None:
+                failures.append(result)
+        elapsed = time.perf_counter() - start
+    except BaseException:  # interrupted: the clients must not outlive the servers they load
+        for proc in procs:
+            proc.terminate()
+        raise
     for proc in procs:
         proc.join(timeout=10)
     if failures:
