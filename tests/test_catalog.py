@@ -94,3 +94,11 @@ def test_it_refuses_a_bad_n_with_pagination_number_invalid(client, n) -> None:
 def test_it_accepts_n_at_the_maximum(client, repositories) -> None:
     _, names = _catalog(client, "?n=1000")
     assert names == repositories
+
+
+@pytest.mark.parametrize("last", ["a\x00b", "x" * 1025])
+def test_it_refuses_a_last_no_database_can_compare(client, last) -> None:
+    for path in ("/v2/_catalog", "/v2/team/app/tags/list"):
+        response = client.get(path, {"last": last})
+        assert response.status_code == 400
+        assert response.json()["errors"][0]["code"] == "PAGINATION_NUMBER_INVALID"

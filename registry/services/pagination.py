@@ -27,3 +27,18 @@ def parse_limit(raw: str | None, default: int | None, maximum: int, strict: bool
             raise PaginationInvalid(f"n must be at most {maximum}, got {value}", {"n": value, "max": maximum})
         return maximum
     return value
+
+
+MAX_LAST_LENGTH = 1024
+
+
+def parse_last(raw: str | None) -> str | None:
+    """``last`` as given. It need not name an existing entry (results start after it), but it is
+    compared in the database, which cannot hold NUL (PostgreSQL refuses it)."""
+    if not raw:
+        return None
+    if "\x00" in raw or len(raw) > MAX_LAST_LENGTH:
+        raise PaginationInvalid(
+            f"last must be at most {MAX_LAST_LENGTH} characters without NUL", {"last": raw[:80]}
+        )
+    return raw

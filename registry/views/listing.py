@@ -7,7 +7,7 @@ from registry import errors
 from registry.http import next_link
 from registry.services import catalog, referrers, tags
 from registry.services.manifest_format import OCI_INDEX
-from registry.services.pagination import parse_limit
+from registry.services.pagination import parse_last, parse_limit
 from registry.views.base import json_response, registry_view
 
 
@@ -20,7 +20,7 @@ def base(request: HttpRequest) -> HttpResponse:
 def catalog_list(request: HttpRequest) -> HttpResponse:
     n = parse_limit(request.GET.get("n"), catalog.DEFAULT_ENTRIES, catalog.MAX_ENTRIES, strict=True)
     assert n is not None
-    page = catalog.list_repositories(n, request.GET.get("last"))
+    page = catalog.list_repositories(n, parse_last(request.GET.get("last")))
     response = json_response({"repositories": page.items})
     if page.more:
         response["Link"] = next_link("/v2/_catalog", {"n": n, "last": page.items[-1]})
@@ -30,7 +30,7 @@ def catalog_list(request: HttpRequest) -> HttpResponse:
 @registry_view("GET")
 def tags_list(request: HttpRequest, name: str) -> HttpResponse:
     n = parse_limit(request.GET.get("n"), None, tags.MAX_TAGS, strict=False)
-    page = tags.list_tags(name, n, request.GET.get("last"))
+    page = tags.list_tags(name, n, parse_last(request.GET.get("last")))
     response = json_response({"name": name, "tags": page.items})
     if page.more and n:
         response["Link"] = next_link(f"/v2/{name}/tags/list", {"n": n, "last": page.items[-1]})
