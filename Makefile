@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-deps setup migrate static clean bench soak
+.PHONY: run test test-postgres test-deps setup migrate static clean bench soak
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,8 +26,13 @@ run: migrate static
 test-deps:
 	scripts/install-test-deps.sh
 
+# The whole suite on SQLite (the default), then the unit tests again on PostgreSQL.
 test: $(STAMP) test-deps static
 	$(BIN)/pytest
+	scripts/with-postgres.sh $(BIN)/pytest -q -p no:cacheprovider tests/test_*.py
+
+test-postgres: $(STAMP) test-deps static
+	scripts/with-postgres.sh $(BIN)/pytest -q -p no:cacheprovider tests/test_*.py
 
 # `make bench`: ours against the CNCF registry side by side (bench/README.md); BENCH_ARGS=--quick
 # runs in under a minute.

@@ -7,6 +7,7 @@ command -v skopeo >/dev/null || need+=(skopeo)
 command -v htpasswd >/dev/null || need+=(apache2-utils)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v chromium >/dev/null || need+=(chromium)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
