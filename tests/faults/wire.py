@@ -12,10 +12,10 @@ import sqlite3
 import struct
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from tests.support.rawhttp import Reply
 from tests.support.server import RegistryServer
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -26,20 +26,6 @@ MiB = 1024 * 1024
 
 def digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: dict[str, str]  # lower-cased names
-    body: bytes
-
-    def header(self, name: str) -> str:
-        return self.headers.get(name.lower(), "")
-
-    def code(self) -> str:
-        """The code of the first error of an OCI error envelope."""
-        return json.loads(self.body)["errors"][0]["code"]
 
 
 class Registry:

@@ -28,6 +28,10 @@ class Reply:
     def json(self) -> dict:
         return json.loads(self.body)
 
+    def code(self) -> str:
+        """The code of the first error of an OCI error envelope."""
+        return json.loads(self.body)["errors"][0]["code"]
+
 
 class Client:
     """Requests to one registry host; each on a new connection unless ``conn`` is given."""
