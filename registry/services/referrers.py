@@ -16,13 +16,14 @@ def referrers(name: str, digest_text: str, artifact_type: str | None = None) -> 
     if artifact_type:
         query = query.filter(artifact_type=artifact_type)
     manifests = []
-    for media_type, ref_digest, size, kind, annotations in query.order_by("created_at", "id").values_list(
+    rows = query.order_by("created_at", "id").values_list(
         "media_type", "digest", "size", "artifact_type", "annotations"
-    ):
+    )
+    for media_type, ref_digest, size, kind, notes in rows:
         descriptor: dict[str, Any] = {"mediaType": media_type, "digest": ref_digest, "size": size}
         if kind:
             descriptor["artifactType"] = kind
-        if annotations:
-            descriptor["annotations"] = annotations
+        if notes:
+            descriptor["annotations"] = notes
         manifests.append(descriptor)
     return {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}
