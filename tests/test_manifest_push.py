@@ -278,3 +278,20 @@ def test_it_refuses_a_body_shorter_than_its_content_length_with_size_invalid(cli
     assert response.status_code == 400
     assert error_code(response) == "SIZE_INVALID"
     assert client.get(f"/v2/{NAME}/manifests/v1").status_code == 404
+
+
+def test_it_keeps_a_nul_in_a_layer_annotation_and_refuses_one_in_its_own(client) -> None:
+    # Layer annotations live only in the stored bytes; the manifest's own go into a database
+    # column, which cannot hold NUL on PostgreSQL.
+    layer, config = b"layer-with-notes", b'{"architecture":"amd64","os":"linux"}'
+    push_blob(client, "team/app", layer)
+    push_blob(client, "team/app", config)
+    doc = json.loads(make_manifest(config, [layer]))
+    doc["layers"][0]["annotations"] = {"note": "a\u0000b"}
+    body = json.dumps(doc).encode()
+    assert put_manifest(client, "team/app", "notes", body).status_code == 201
+    assert client.get("/v2/team/app/manifests/notes").content == body
+    doc["annotations"] = {"note": "a\u0000b"}
+    refused = put_manifest(client, "team/app", "own-notes", json.dumps(doc).encode())
+    assert refused.status_code == 400
+    assert error_code(refused) == "MANIFEST_INVALID"

@@ -57,7 +57,8 @@ MANIFEST_LIKE = st.fixed_dictionaries(
         "annotations": st.one_of(st.dictionaries(st.text(max_size=8), st.text(max_size=8)), JSON),
     },
 )
-GOOD_TEXT = st.text(alphabet=st.characters(exclude_characters="\x00"), max_size=8)
+# Text a well-formed manifest can carry: valid Unicode (no lone surrogates) without NUL.
+GOOD_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=8)
 GOOD_ANNOTATIONS = st.dictionaries(GOOD_TEXT, GOOD_TEXT, max_size=2)
 GOOD_DESCRIPTOR = st.fixed_dictionaries(
     {"mediaType": st.sampled_from(["application/vnd.oci.image.layer.v1.tar+gzip", "application/x-any"]),

@@ -88,14 +88,15 @@ def _type_name(value: Any, where: str, required: bool) -> str:
     return value
 
 
-def _annotations(value: Any, where: str) -> dict[str, str]:
+def _annotations(value: Any, where: str, stored: bool = False) -> dict[str, str]:
+    """An annotations object; ``stored`` ones (the manifest's own) go into a database column."""
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise ManifestInvalid(f"{where}annotations must be an object of strings")
-    if not all(_storable(k) and _storable(v) for k, v in value.items()):
+    if stored and not all(_storable(k) and _storable(v) for k, v in value.items()):
         raise ManifestInvalid(f"{where}annotations must be valid Unicode text without NUL characters")
     return value
 
@@ -159,7 +160,7 @@ def parse(body: bytes, content_type: str | None) -> ParsedManifest:
         raise ManifestInvalid("schemaVersion must be 2")
     artifact_type = _type_name(doc.get("artifactType", ""), "artifactType", required=False)
     subject = _descriptor(doc["subject"], "subject") if doc.get("subject") is not None else None
-    annotations = _annotations(doc.get("annotations"), "")
+    annotations = _annotations(doc.get("annotations"), "", stored=True)
 
     if media_type in INDEX_TYPES:
         entries = doc.get("manifests")
