@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from tests.support.rawhttp import Reply
+from tests.support.rawhttp import Reply, dechunk
 from tests.support.server import RegistryServer
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -167,17 +167,6 @@ def read_reply(sock: socket.socket) -> tuple[int, bytes]:
         body += chunk
     return status, dechunk(bytes(body)) if chunked else bytes(body)
 
-
-def dechunk(data: bytes) -> bytes:
-    out = bytearray()
-    while data:
-        size_line, _, data = data.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        out += data[:size]
-        data = data[size + 2:]
-    return bytes(out)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 15, what: str = "condition") -> None:

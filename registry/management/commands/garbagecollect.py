@@ -26,14 +26,12 @@ class Command(BaseCommand):
         parser.add_argument("--delete-untagged", action="store_true",
                             help="Also remove manifests that no tag reaches, directly, through an index "
                                  "or as a referrer of a kept manifest.")
-        parser.add_argument("--grace-hours", type=hours, default=None,
+        parser.add_argument("--grace-hours", type=hours, default=settings.REGISTRY_GC_GRACE_HOURS,
                             help="Keep anything younger than this; default [gc] grace_hours "
                                  f"({settings.REGISTRY_GC_GRACE_HOURS}).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         grace = options["grace_hours"]
-        if grace is None:
-            grace = settings.REGISTRY_GC_GRACE_HOURS
         gc_options = gc.Options(
             grace=timedelta(hours=grace),
             delete_untagged=options["delete_untagged"],

@@ -20,14 +20,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--repair", action="store_true", help="Remove every broken blob found.")
-        parser.add_argument("--grace-hours", type=hours, default=None,
+        parser.add_argument("--grace-hours", type=hours, default=settings.REGISTRY_GC_GRACE_HOURS,
                             help="Ignore data files without a row younger than this (an upload in "
                                  f"progress); default [gc] grace_hours ({settings.REGISTRY_GC_GRACE_HOURS}).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         grace = options["grace_hours"]
-        if grace is None:
-            grace = settings.REGISTRY_GC_GRACE_HOURS
         result = scrub.scrub(repair=options["repair"], grace=timedelta(hours=grace), report=self.stdout.write)
         repaired = sum(1 for problem in result.problems if problem.repaired)
         self.stdout.write(
