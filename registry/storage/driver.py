@@ -6,7 +6,7 @@ refuses any path that could leave its root.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator, Protocol
+from typing import Any, BinaryIO, Iterator, Mapping, Protocol
 
 
 class StorageError(Exception):
@@ -33,6 +33,14 @@ class WriterBusy(StorageError):
     """Another request is appending to the same file right now."""
 
 
+def check_path(path: str) -> str:
+    """``path`` if it is a relative, slash-separated path that stays below a driver's root."""
+    if not path or path.startswith("/") or "\x00" in path or any(
+            part in ("", ".", "..") for part in path.split("/")):
+        raise InvalidPath(path)
+    return path
+
+
 @dataclass(frozen=True)
 class FileInfo:
     path: str
@@ -42,16 +50,27 @@ class FileInfo:
 
 
 class Writer(Protocol):
-    """An appending writer. Data becomes durable on ``commit``; ``cancel`` undoes this writer's bytes."""
+    """An appending writer of a resumable upload.
+
+    Data becomes durable and resumable on ``commit``; ``cancel`` undoes this writer's bytes; ``seal``
+    finishes the upload, after which the data reads as one file at the writer's path. ``state`` is
+    what the caller keeps between requests to resume the upload with another writer, in any process
+    (empty where the stored bytes themselves are enough, as on a filesystem).
+    """
 
     @property
     def size(self) -> int: ...
+
+    @property
+    def state(self) -> dict[str, Any]: ...
 
     def write(self, data: bytes) -> int: ...
 
     def commit(self) -> None: ...
 
     def cancel(self) -> None: ...
+
+    def seal(self) -> None: ...
 
 
 class StorageDriver(Protocol):
@@ -64,8 +83,11 @@ class StorageDriver(Protocol):
     def open(self, path: str, offset: int = 0) -> BinaryIO:
         """A reader positioned at ``offset``; the caller closes it."""
 
-    def writer(self, path: str, append: bool = False) -> Writer:
-        """An exclusive appending writer (creates the file when missing)."""
+    def writer(self, path: str, append: bool = False, state: Mapping[str, Any] | None = None) -> Writer:
+        """An appending writer, resuming from ``state`` when given (creates the file when missing)."""
+
+    def abort(self, path: str, state: Mapping[str, Any] | None) -> None:
+        """Discard an unfinished upload at ``path`` and whatever it stored."""
 
     def stat(self, path: str) -> FileInfo: ...
 
@@ -81,4 +103,8 @@ class StorageDriver(Protocol):
     def walk(self, path: str) -> Iterator[FileInfo]:
         """Every file below ``path``."""
 
-    def free_bytes(self) -> int: ...
+    def free_bytes(self) -> int | None:
+        """Free space for new data; None where the store has no such figure (object storage)."""
+
+    def url_for(self, path: str, expires_in: int = 1200) -> str | None:
+        """A URL clients may fetch ``path`` from directly (with Range), or None if there is none."""

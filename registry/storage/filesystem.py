@@ -8,11 +8,12 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
 from registry.storage.driver import (
     FileInfo,
     InvalidPath,
+    check_path,
     PathNotFound,
     StorageError,
     StorageFull,
@@ -81,6 +82,14 @@ class FileWriter:
     def size(self) -> int:
         return self._size
 
+    @property
+    def state(self) -> dict[str, Any]:
+        return {}  # the file is the whole state: its size is the upload's offset
+
+    def seal(self) -> None:
+        if not self._closed:  # a file is readable as it is: sealing only commits what is pending
+            self.commit()
+
     def write(self, data: bytes) -> int:
         view = memoryview(data)
         try:
@@ -128,15 +137,7 @@ class FilesystemDriver:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def _full(self, path: str) -> Path:
-        parts = path.split("/")
-        if (
-            not path
-            or path.startswith("/")
-            or "\x00" in path
-            or any(part in ("", ".", "..") for part in parts)
-        ):
-            raise InvalidPath(path)
-        return self.root.joinpath(*parts)
+        return self.root.joinpath(*check_path(path).split("/"))
 
     def read(self, path: str) -> bytes:
         try:
@@ -168,7 +169,7 @@ class FilesystemDriver:
             fh.seek(offset)
         return fh
 
-    def writer(self, path: str, append: bool = False) -> FileWriter:
+    def writer(self, path: str, append: bool = False, state: Mapping[str, Any] | None = None) -> FileWriter:
         try:
             return FileWriter(self._full(path), path, append)
         except OSError as exc:
@@ -219,5 +220,14 @@ class FilesystemDriver:
                 rel = full.relative_to(self.root).as_posix()
                 yield FileInfo(rel, st.st_size, st.st_mtime, False)
 
-    def free_bytes(self) -> int:
+    def abort(self, path: str, state: Mapping[str, Any] | None) -> None:
+        try:
+            self.delete(path)
+        except PathNotFound:
+            pass
+
+    def free_bytes(self) -> int | None:
         return shutil.disk_usage(self.root).free
+
+    def url_for(self, path: str, expires_in: int = 1200) -> str | None:
+        return None

@@ -4,9 +4,9 @@ from __future__ import annotations
 import io
 import threading
 import time
-from typing import BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator, Mapping
 
-from registry.storage.driver import FileInfo, InvalidPath, PathNotFound, WriterBusy
+from registry.storage.driver import FileInfo, PathNotFound, WriterBusy, check_path
 
 
 class MemoryWriter:
@@ -25,6 +25,13 @@ class MemoryWriter:
     @property
     def size(self) -> int:
         return len(self._driver._files[self._path])
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def seal(self) -> None:
+        self.commit()
 
     def write(self, data: bytes) -> int:
         with self._driver._lock:
@@ -57,10 +64,7 @@ class MemoryDriver:
 
     @staticmethod
     def _check(path: str) -> str:
-        parts = path.split("/")
-        if not path or path.startswith("/") or "\x00" in path or any(p in ("", ".", "..") for p in parts):
-            raise InvalidPath(path)
-        return path
+        return check_path(path)
 
     def _is_dir(self, path: str) -> bool:
         prefix = path + "/"
@@ -82,7 +86,7 @@ class MemoryDriver:
         stream.seek(offset)
         return stream
 
-    def writer(self, path: str, append: bool = False) -> MemoryWriter:
+    def writer(self, path: str, append: bool = False, state: Mapping[str, Any] | None = None) -> MemoryWriter:
         return MemoryWriter(self, self._check(path), append)
 
     def stat(self, path: str) -> FileInfo:
@@ -126,5 +130,14 @@ class MemoryDriver:
         for name in sorted(n for n in self._files if n.startswith(prefix)):
             yield FileInfo(name, len(self._files[name]), self._mtimes[name], False)
 
-    def free_bytes(self) -> int:
+    def abort(self, path: str, state: Mapping[str, Any] | None) -> None:
+        try:
+            self.delete(path)
+        except PathNotFound:
+            pass
+
+    def free_bytes(self) -> int | None:
         return self._free
+
+    def url_for(self, path: str, expires_in: int = 1200) -> str | None:
+        return None

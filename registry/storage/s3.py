@@ -1,0 +1,438 @@
+"""S3 storage driver (AWS S3, Ceph RGW, MinIO and other S3-compatible stores), on boto3.
+
+Paths map to keys under ``prefix`` in one bucket. A plain write is one PUT (atomic in S3); a move is a
+server-side copy (multipart copy above 5 GiB) and a delete, never a download and upload again.
+
+An upload session is written through ``S3Writer``, a multipart upload whose progress is the writer's
+``state`` (the upload id, the parts uploaded, the size of a small tail object): the caller keeps that
+state in the database between requests, so any replica can continue the session. S3 parts must be at
+least 5 MiB except the last one; bytes are sent as parts of ``part_size`` as they arrive, and a
+request that ends with less than 5 MiB left over stores it as a tail object, which the next request
+prepends to its first part (the only time uploaded bytes are read back, at most 5 MiB) and which
+sealing the upload turns into the last part by a server-side copy. Throttling (``SlowDown``, 503)
+and transient errors are retried with exponential backoff (botocore's standard retry mode).
+"""
+from __future__ import annotations
+
+import io
+import threading
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Iterator, Mapping
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from registry.storage.driver import FileInfo, InvalidPath, PathNotFound, StorageError, check_path
+
+MIN_PART = 5 * 1024 * 1024
+MAX_COPY = 5 * 1024 * 1024 * 1024  # the largest object one CopyObject (or UploadPartCopy) may copy
+COPY_PART = 1024 * 1024 * 1024
+DEFAULT_PART = 8 * 1024 * 1024
+DELETE_BATCH = 1000
+_NOT_FOUND = {"404", "NoSuchKey", "NotFound", "NoSuchUpload"}
+
+
+@dataclass
+class Counters:
+    """Requests that read stored bytes back, for the metrics and the tests that prove there are none."""
+
+    gets: int = 0
+    bytes_read: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def read(self, size: int) -> None:
+        with self.lock:
+            self.gets += 1
+            self.bytes_read += size
+
+
+def _missing(exc: ClientError) -> bool:
+    error = exc.response.get("Error", {})
+    return str(error.get("Code")) in _NOT_FOUND or exc.response.get("ResponseMetadata", {}).get(
+        "HTTPStatusCode") == 404
+
+
+def _failure(exc: Exception, path: str) -> StorageError:
+    if isinstance(exc, ClientError):
+        if _missing(exc):
+            return PathNotFound(path)
+        error = exc.response.get("Error", {})
+        return StorageError(f"S3 {error.get('Code', 'error')} on {path}: {error.get('Message') or ''}".strip())
+    return StorageError(f"S3 request failed on {path}: {exc}")
+
+
+class S3Driver:
+    def __init__(self, bucket: str, prefix: str = "", endpoint: str | None = None, region: str = "us-east-1",
+                 access_key: str | None = None, secret_key: str | None = None,
+                 redirect_endpoint: str | None = None, part_size: int = DEFAULT_PART,
+                 max_attempts: int = 8, pool_size: int = 64) -> None:
+        if part_size < MIN_PART:
+            raise ValueError(f"part_size must be at least {MIN_PART} bytes")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.part_size = part_size
+        self.counters = Counters()
+        config = Config(retries={"mode": "standard", "max_attempts": max_attempts},
+                        max_pool_connections=pool_size, connect_timeout=10, read_timeout=120,
+                        s3={"addressing_style": "path" if endpoint else "auto"},
+                        signature_version="s3v4")
+        credentials = {"aws_access_key_id": access_key, "aws_secret_access_key": secret_key} if access_key else {}
+        session = boto3.session.Session()
+        self.client = session.client("s3", endpoint_url=endpoint or None, region_name=region, config=config,
+                                     **credentials)
+        # Presigned URLs name the host clients reach the store by, which may not be ours.
+        self.signer = self.client if not redirect_endpoint else session.client(
+            "s3", endpoint_url=redirect_endpoint, region_name=region, config=config, **credentials)
+
+    # -- keys ----------------------------------------------------------------------------------
+
+    def key(self, path: str) -> str:
+        return self.prefix + check_path(path)
+
+    def _path(self, key: str) -> str:
+        return key[len(self.prefix):]
+
+    # -- whole objects -------------------------------------------------------------------------
+
+    def read(self, path: str) -> bytes:
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=self.key(path))["Body"]
+            data: bytes = body.read()
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, path) from exc
+        self.counters.read(len(data))
+        return data
+
+    def write(self, path: str, data: bytes) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self.key(path), Body=data)
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, path) from exc
+
+    def open(self, path: str, offset: int = 0) -> BinaryIO:
+        extra = {"Range": f"bytes={offset}-"} if offset else {}
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self.key(path), **extra)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                return io.BytesIO(b"")  # an offset at the end of the object
+            raise _failure(exc, path) from exc
+        except BotoCoreError as exc:
+            raise _failure(exc, path) from exc
+        return _Reader(response["Body"], self.counters)
+
+    def stat(self, path: str) -> FileInfo:
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=self.key(path))
+            return FileInfo(path, head["ContentLength"], head["LastModified"].timestamp(), False)
+        except ClientError as exc:
+            if not _missing(exc):
+                raise _failure(exc, path) from exc
+        except BotoCoreError as exc:
+            raise _failure(exc, path) from exc
+        for info in self._objects(path, limit=1):
+            return FileInfo(path, 0, info.mtime, True)
+        raise PathNotFound(path)
+
+    def list(self, path: str) -> list[str]:
+        prefix = self.key(path) + "/"
+        names: set[str] = set()
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix, Delimiter="/")
+            for page in pages:
+                names.update(p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", []))
+                names.update(o["Key"][len(prefix):] for o in page.get("Contents", []))
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, path) from exc
+        if not names:
+            raise PathNotFound(path)
+        return sorted(names)
+
+    def walk(self, path: str) -> Iterator[FileInfo]:
+        yield from self._objects(path)
+
+    def _objects(self, path: str, limit: int | None = None) -> Iterator[FileInfo]:
+        extra = {"PaginationConfig": {"MaxItems": limit}} if limit else {}
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self.key(path) + "/", **extra)
+            for page in pages:
+                for item in page.get("Contents", []):
+                    yield FileInfo(self._path(item["Key"]), item["Size"], item["LastModified"].timestamp(), False)
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, path) from exc
+
+    def move(self, source: str, dest: str) -> None:
+        """Server-side copy, then delete: the bytes never pass through the registry."""
+        size = self.stat(source).size
+        self._copy(self.key(source), self.key(dest), size, source)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self.key(source))
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, source) from exc
+
+    def _copy(self, source_key: str, dest_key: str, size: int, path: str) -> None:
+        copy_source = {"Bucket": self.bucket, "Key": source_key}
+        try:
+            if size <= MAX_COPY:
+                self.client.copy_object(Bucket=self.bucket, Key=dest_key, CopySource=copy_source)
+                return
+            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=dest_key)["UploadId"]
+            try:
+                parts = []
+                for number, start in enumerate(range(0, size, COPY_PART), start=1):
+                    end = min(start + COPY_PART, size) - 1
+                    result = self.client.upload_part_copy(
+                        Bucket=self.bucket, Key=dest_key, UploadId=upload_id, PartNumber=number,
+                        CopySource=copy_source, CopySourceRange=f"bytes={start}-{end}")
+                    parts.append({"PartNumber": number, "ETag": result["CopyPartResult"]["ETag"]})
+                self.client.complete_multipart_upload(Bucket=self.bucket, Key=dest_key, UploadId=upload_id,
+                                                      MultipartUpload={"Parts": parts})
+            except BaseException:
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=dest_key, UploadId=upload_id)
+                raise
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, path) from exc
+
+    def delete(self, path: str) -> None:
+        """The object at ``path`` and every object below it, in batches of 1000."""
+        keys = [info.path for info in self._objects(path)]
+        try:
+            exists = self.client.head_object(Bucket=self.bucket, Key=self.key(path)) is not None
+        except ClientError as exc:
+            if not _missing(exc):
+                raise _failure(exc, path) from exc
+            exists = False
+        if exists:
+            keys.append(path)
+        if not keys:
+            raise PathNotFound(path)
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = [{"Key": self.key(k)} for k in keys[start:start + DELETE_BATCH]]
+            try:
+                result = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+            except (ClientError, BotoCoreError) as exc:
+                raise _failure(exc, path) from exc
+            if result.get("Errors"):
+                first = result["Errors"][0]
+                raise StorageError(f"S3 could not delete {first.get('Key')}: {first.get('Message')}")
+
+    # -- uploads -------------------------------------------------------------------------------
+
+    def writer(self, path: str, append: bool = False, state: Mapping[str, Any] | None = None) -> "S3Writer":
+        return S3Writer(self, path, dict(state or {}) if append else {})
+
+    def abort(self, path: str, state: Mapping[str, Any] | None) -> None:
+        """Discard an unfinished upload: its multipart upload and its tail objects."""
+        upload_id = (state or {}).get("upload_id")
+        if upload_id:
+            try:
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=self.key(path), UploadId=upload_id)
+            except ClientError as exc:
+                if not _missing(exc):
+                    raise _failure(exc, path) from exc
+        try:
+            self.delete(path + ".parts")
+        except PathNotFound:
+            pass
+
+    def abort_stale_uploads(self, path: str, keep: set[str]) -> int:
+        """Abort multipart uploads below ``path`` whose id is not in ``keep`` (sessions the database
+        no longer knows: a crash between starting one and recording it). Paginated."""
+        aborted = 0
+        try:
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(
+                Bucket=self.bucket, Prefix=self.key(path) + "/")
+            for page in pages:
+                for upload in page.get("Uploads", []):
+                    if upload["UploadId"] not in keep:
+                        self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
+                                                           UploadId=upload["UploadId"])
+                        aborted += 1
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, path) from exc
+        return aborted
+
+    # -- pulls and health ----------------------------------------------------------------------
+
+    def url_for(self, path: str, expires_in: int = 1200) -> str:
+        """A presigned GET URL for ``path``: the client fetches the bytes (with Range) from the store."""
+        url: str = self.signer.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": self.key(path)}, ExpiresIn=expires_in)
+        return url
+
+    def free_bytes(self) -> int | None:
+        return None  # an object store has no free-space figure; quotas are the store's business
+
+    def check(self, probe: str) -> None:
+        """The bucket exists and this driver can write, read back and delete ``probe`` in it."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            raise StorageError(f"bucket {self.bucket!r} {'does not exist' if _missing(exc) else f'answers {code}'}") \
+                from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"S3 endpoint not reachable: {exc}") from exc
+        self.write(probe, b"ready\n")
+        if self.read(probe) != b"ready\n":
+            raise StorageError("S3 returned different bytes than written")
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self.key(probe))
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, probe) from exc
+
+
+class _Reader(io.RawIOBase):
+    """A streamed object body that counts what it reads."""
+
+    def __init__(self, body: Any, counters: Counters) -> None:
+        self._body = body
+        self._counters = counters
+        counters.read(0)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self._body.read(None if size is None or size < 0 else size)
+        with self._counters.lock:
+            self._counters.bytes_read += len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._body.close()
+        super().close()
+
+
+class S3Writer:
+    """Appends to a multipart upload; ``state`` is what the caller must keep to resume it elsewhere.
+
+    A writer is used by one request at a time (the caller holds the session's lease). ``commit``
+    makes what was written durable and resumable; ``cancel`` forgets this writer's bytes (its parts
+    are simply never listed when the upload completes); ``seal`` completes the upload, after which
+    the object exists at ``path``.
+    """
+
+    def __init__(self, driver: S3Driver, path: str, state: dict[str, Any]) -> None:
+        self._driver = driver
+        self._path = path
+        self._key = driver.key(path)
+        self._upload_id: str | None = state.get("upload_id")
+        self._parts: list[list[Any]] = [list(p) for p in state.get("parts", [])]
+        self._tail = int(state.get("tail", 0))
+        self._tails_written = int(state.get("tails", 0))
+        self._buffer = bytearray()
+        self._closed = False
+        self._committed_state = self.state
+
+    @property
+    def size(self) -> int:
+        return sum(int(p[2]) for p in self._parts) + self._tail + len(self._buffer)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return {"upload_id": self._upload_id, "parts": [list(p) for p in self._parts], "tail": self._tail,
+                "tails": self._tails_written}
+
+    def _tail_key(self, number: int) -> str:
+        return f"{self._key}.parts/tail-{number}"
+
+    def write(self, data: bytes) -> int:
+        if self._tail and not self._buffer:
+            self._absorb_tail()
+        self._buffer += data
+        while len(self._buffer) >= self._driver.part_size:
+            self._upload_part(bytes(self._buffer[: self._driver.part_size]))
+            del self._buffer[: self._driver.part_size]
+        return len(data)
+
+    def _absorb_tail(self) -> None:
+        # The only read-back of uploaded bytes: a previous request left less than a part.
+        key = self._tail_key(self._tails_written)
+        try:
+            data = self._driver.client.get_object(Bucket=self._driver.bucket, Key=key)["Body"].read()
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, self._path) from exc
+        self._driver.counters.read(len(data))
+        if len(data) != self._tail:
+            raise StorageError(f"the tail of upload {self._path} is {len(data)} bytes, not {self._tail}")
+        self._buffer[:0] = data
+        self._tail = 0
+
+    def _upload_part(self, data: bytes) -> None:
+        client, bucket = self._driver.client, self._driver.bucket
+        try:
+            if self._upload_id is None:
+                self._upload_id = client.create_multipart_upload(Bucket=bucket, Key=self._key)["UploadId"]
+            number = len(self._parts) + 1
+            result = client.upload_part(Bucket=bucket, Key=self._key, UploadId=self._upload_id,
+                                        PartNumber=number, Body=data)
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, self._path) from exc
+        self._parts.append([number, result["ETag"], len(data)])
+
+    def commit(self) -> None:
+        """Make every byte written durable: a full part, or else a new tail object."""
+        if len(self._buffer) >= MIN_PART:
+            self._upload_part(bytes(self._buffer))
+        elif self._buffer:
+            number = self._tails_written + 1
+            try:
+                self._driver.client.put_object(Bucket=self._driver.bucket, Key=self._tail_key(number),
+                                               Body=bytes(self._buffer))
+            except (ClientError, BotoCoreError) as exc:
+                raise _failure(exc, self._path) from exc
+            self._tail, self._tails_written = len(self._buffer), number
+        self._buffer.clear()
+        self._committed_state = self.state
+        self._closed = True
+
+    def cancel(self) -> None:
+        if not self._closed:
+            self._buffer.clear()
+            restored = self._committed_state
+            self._parts, self._tail = restored["parts"], restored["tail"]
+            self._upload_id, self._tails_written = restored["upload_id"], restored["tails"]
+            self._closed = True
+
+    def seal(self) -> None:
+        """Complete the upload: the bytes become one object at ``path``."""
+        client, bucket = self._driver.client, self._driver.bucket
+        if self._tail and (self._buffer or self._upload_id is None):
+            self._absorb_tail()
+        try:
+            if self._upload_id is None:
+                client.put_object(Bucket=bucket, Key=self._key, Body=bytes(self._buffer))
+            else:
+                if self._buffer:
+                    self._upload_part(bytes(self._buffer))
+                elif self._tail:
+                    number = len(self._parts) + 1
+                    result = client.upload_part_copy(
+                        Bucket=bucket, Key=self._key, UploadId=self._upload_id, PartNumber=number,
+                        CopySource={"Bucket": bucket, "Key": self._tail_key(self._tails_written)})
+                    self._parts.append([number, result["CopyPartResult"]["ETag"], self._tail])
+                parts = [{"PartNumber": int(n), "ETag": etag} for n, etag, _size in self._parts]
+                client.complete_multipart_upload(Bucket=bucket, Key=self._key, UploadId=self._upload_id,
+                                                 MultipartUpload={"Parts": parts})
+        except (ClientError, BotoCoreError) as exc:
+            raise _failure(exc, self._path) from exc
+        self._buffer.clear()
+        self._upload_id, self._tail = None, 0
+        self._closed = True
+        try:
+            self._driver.delete(self._path + ".parts")
+        except PathNotFound:
+            pass
+
+
+__all__ = ["S3Driver", "S3Writer", "InvalidPath"]

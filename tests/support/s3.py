@@ -1,0 +1,38 @@
+"""S3 drivers for tests: on moto (an in-process emulator, for fast unit tests) or on a real server."""
+from __future__ import annotations
+
+import os
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+from registry.storage.s3 import S3Driver
+
+BUCKET = "registry-tests"
+
+
+@contextmanager
+def moto_driver(prefix: str = "reg", **options: object) -> Iterator[S3Driver]:
+    """An S3Driver on a fresh moto bucket, with fake credentials that never leave the process."""
+    from moto import mock_aws
+
+    saved = {k: os.environ.pop(k, None) for k in ("AWS_CA_BUNDLE", "AWS_PROFILE")}
+    try:
+        with mock_aws():
+            driver = S3Driver(BUCKET, prefix=prefix, region="us-east-1", access_key="testing",
+                              secret_key="testing", **options)  # type: ignore[arg-type]
+            driver.client.create_bucket(Bucket=BUCKET)
+            yield driver
+    finally:
+        for key, value in saved.items():
+            if value is not None:
+                os.environ[key] = value
+
+
+def rgw_driver(endpoint: str, access_key: str, secret_key: str, **options: object) -> S3Driver:
+    """An S3Driver on a new bucket of a real S3 server."""
+    bucket = f"registry-{uuid.uuid4().hex[:12]}"
+    driver = S3Driver(bucket, prefix="reg", endpoint=endpoint, access_key=access_key, secret_key=secret_key,
+                      **options)  # type: ignore[arg-type]
+    driver.client.create_bucket(Bucket=bucket)
+    return driver
