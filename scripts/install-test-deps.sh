@@ -8,6 +8,10 @@ command -v htpasswd >/dev/null || need+=(apache2-utils)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v chromium >/dev/null || need+=(chromium)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# A real S3 server for the tests (tests/support/rgw.py): Ceph RGW on a one-node cluster.
+command -v radosgw >/dev/null || need+=(radosgw)
+command -v ceph-mon >/dev/null || need+=(ceph-mon)
+command -v ceph-osd >/dev/null || need+=(ceph-osd)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
