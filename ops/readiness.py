@@ -35,6 +35,13 @@ def database() -> str | None:
     return None
 
 
+def _where() -> str:
+    storage = settings.REGISTRY_STORAGE
+    if storage["backend"] == "s3":
+        return f"bucket {storage['s3_bucket']}"  # never the endpoint's credentials
+    return f"storage root {settings.REGISTRY_STORAGE_ROOT}"
+
+
 def storage() -> str | None:
     try:
         driver = default_driver()
@@ -49,9 +56,16 @@ def storage() -> str | None:
             except PathNotFound:
                 pass
     except Exception as exc:  # StorageError, OSError, or a root that cannot be created
-        log.warning("readiness: storage root %s is not writable: %s", settings.REGISTRY_STORAGE_ROOT, exc)
-        return "storage root is not writable"
+        log.warning("readiness: %s is not writable: %s", _where(), exc)
+        return "bucket is not writable" if driver_is_remote() else "storage root is not writable"
     return None
+
+
+def driver_is_remote() -> bool:
+    try:
+        return default_driver().remote
+    except Exception:
+        return settings.REGISTRY_STORAGE["backend"] == "s3"
 
 
 def disk() -> str | None:
@@ -61,6 +75,8 @@ def disk() -> str | None:
     except Exception as exc:
         log.warning("readiness: cannot read free space of %s: %s", settings.REGISTRY_STORAGE_ROOT, exc)
         return "free space of the storage device is unknown"
+    if free is None:
+        return None
     if free < floor:
         return f"{free} bytes free on the storage device, below the floor of {floor}"
     return None
@@ -94,10 +110,14 @@ def token_storage() -> str | None:
 
 
 def checks() -> dict[str, Check]:
-    selected: dict[str, Check] = {"database": database, "storage": storage, "disk": disk}
+    # On object storage the probe write is the bucket check, and there is no device to be full.
+    selected: dict[str, Check] = {"database": database, "storage": storage}
+    if not driver_is_remote():
+        selected["disk"] = disk
     if settings.AUTH_ENABLED:
         selected["htpasswd"] = htpasswd
-        selected["tokens"] = token_storage
+        if settings.AUTH_TOKEN_BACKEND == "files":
+            selected["tokens"] = token_storage
     return selected
 
 

@@ -83,10 +83,29 @@ class Tag(models.Model):
 
 
 class Upload(models.Model):
-    """An upload session; its bytes are in storage, its offset is the size of those bytes."""
+    """An upload session. Its bytes are in storage; everything needed to continue it in any process
+    of any replica is here: how many bytes it holds, the running hash over them, the storage
+    driver's own resume state (an S3 multipart upload's parts), and who is writing to it now."""
 
     id = models.CharField(max_length=32, primary_key=True)
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="uploads")
     algorithm = models.CharField(max_length=16, default="sha256")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now, db_index=True)
+    offset = models.BigIntegerField(default=0)
+    hash_state = models.BinaryField(null=True)
+    storage_state = models.JSONField(default=dict)
+    # A lease, not a lock: a request writing to the session holds it until it is done or until
+    # lease_until, so a replica that dies mid-request blocks the session only until then.
+    lease_owner = models.CharField(max_length=32, blank=True, default="")
+    lease_until = models.DateTimeField(null=True)
+
+
+class Lease(models.Model):
+    """A named lease shared by every worker and replica (the garbage collector's schedule): one
+    holder at a time, until it lets go or its time runs out; ``data`` is kept across holders."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    owner = models.CharField(max_length=32, blank=True, default="")
+    until = models.DateTimeField(null=True)
+    data = models.JSONField(default=dict)

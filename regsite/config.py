@@ -26,8 +26,17 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "secret_key_file": "data/secret_key",
     },
     "storage": {
+        "backend": "filesystem",
         "root": "data/registry",
         "min_free_bytes": 100 * 1024 * 1024,
+        "s3_endpoint": "",
+        "s3_region": "us-east-1",
+        "s3_bucket": "",
+        "s3_prefix": "",
+        "s3_access_key": "",
+        "s3_secret_key": "",
+        "redirect": True,
+        "redirect_endpoint": "",
     },
     "database": {
         "url": "sqlite:///data/db.sqlite3",
@@ -41,6 +50,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "enabled": False,
         "htpasswd_file": "users.htpasswd",
         "token_storage": "data/tokens",
+        "token_backend": "files",
     },
     "gc": {
         "interval_hours": 0,
@@ -58,6 +68,12 @@ POSITIVE_INTS = {
     ("registry", "upload_expiry_hours"),
 }
 LOG_LEVELS = {"debug", "info", "warning", "error", "critical"}
+CHOICES = {
+    ("storage", "backend"): ("filesystem", "s3"),
+    ("auth", "token_backend"): ("files", "database"),
+}
+# Never shown in an error message, a log line or /ready.
+SECRET_KEYS = {("storage", "s3_secret_key"), ("storage", "s3_access_key")}
 
 
 class ConfigError(Exception):
@@ -109,6 +125,7 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
         raise ConfigError(f"SVC_CONFIG: configuration file {path} does not exist")
 
     merged: dict[str, dict[str, Any]] = {table: dict(keys) for table, keys in DEFAULTS.items()}
+    explicit: set[tuple[str, str]] = set()
     for table, keys in file_values.items():
         if table not in DEFAULTS:
             raise ConfigError(f"[{table}]: unknown table in {path}")
@@ -118,6 +135,7 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
             if key not in DEFAULTS[table]:
                 raise ConfigError(f"[{table}] {key}: unknown key in {path}")
             merged[table][key] = _coerce(f"[{table}] {key}", DEFAULTS[table][key], value, False)
+            explicit.add((table, key))
 
     for name, raw in env.items():
         if not name.startswith("SVC_") or name == "SVC_CONFIG":
@@ -126,8 +144,13 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
         if table is None:
             continue
         merged[table][key] = _coerce(name, DEFAULTS[table][key], raw, True)
+        explicit.add((table, key))
 
     _validate(merged)
+    if merged["storage"]["backend"] == "s3" and ("server", "secret_key_file") not in explicit \
+            and not env.get("SVC_SECRET_KEY"):
+        raise ConfigError('[server] secret_key_file: must be set explicitly (or SVC_SECRET_KEY) when '
+                          '[storage] backend = "s3": every replica must sign sessions with one key')
     return merged
 
 
@@ -153,6 +176,18 @@ def _validate(cfg: dict[str, dict[str, Any]]) -> None:
     for table, key in (("storage", "min_free_bytes"), ("gc", "interval_hours"), ("gc", "grace_hours")):
         if cfg[table][key] < 0:
             raise ConfigError(f"[{table}] {key}: must not be negative, got {cfg[table][key]}")
+    for (table, key), allowed in CHOICES.items():
+        if cfg[table][key] not in allowed:
+            raise ConfigError(f"[{table}] {key}: expected one of {', '.join(allowed)}, got {cfg[table][key]!r}")
+    storage = cfg["storage"]
+    if storage["backend"] == "s3" and not storage["s3_bucket"]:
+        raise ConfigError('[storage] s3_bucket: required when [storage] backend = "s3"')
+    for key in ("s3_endpoint", "redirect_endpoint"):
+        if storage[key] and urlsplit(storage[key]).scheme not in ("http", "https"):
+            raise ConfigError(f"[storage] {key}: expected an http:// or https:// URL, got {storage[key]!r}")
+    if bool(storage["s3_access_key"]) != bool(storage["s3_secret_key"]):
+        raise ConfigError("[storage] s3_secret_key: s3_access_key and s3_secret_key go together "
+                          "(leave both empty for the standard AWS credential chain)")
     if cfg["server"]["log_level"].lower() not in LOG_LEVELS:
         raise ConfigError(
             f"[server] log_level: expected one of {', '.join(sorted(LOG_LEVELS))}, "
@@ -242,6 +277,32 @@ def check_htpasswd(cfg: dict[str, dict[str, Any]]) -> None:
         raise ConfigError(f"[auth] htpasswd_file: cannot read {path}: {exc.strerror}") from None
 
 
+def check_bucket(cfg: dict[str, dict[str, Any]]) -> None:
+    """With S3 storage, the bucket exists and takes a write, or the server does not start."""
+    if cfg["storage"]["backend"] != "s3":
+        return
+    import secrets
+
+    from registry.storage import paths
+    from registry.storage.driver import StorageError
+
+    storage = cfg["storage"]
+    try:
+        s3_driver(storage).check(paths.probe(secrets.token_hex(8)))
+    except StorageError as exc:
+        raise ConfigError(f"[storage] s3_bucket: {exc}") from None
+
+
+def s3_driver(storage: Mapping[str, Any]) -> Any:
+    """The S3 driver the ``[storage]`` table describes."""
+    from registry.storage.s3 import S3Driver
+
+    return S3Driver(storage["s3_bucket"], prefix=storage["s3_prefix"], endpoint=storage["s3_endpoint"] or None,
+                    region=storage["s3_region"], access_key=storage["s3_access_key"] or None,
+                    secret_key=storage["s3_secret_key"] or None,
+                    redirect_endpoint=storage["redirect_endpoint"] or None)
+
+
 def load_or_exit(
     environ: Mapping[str, str] | None = None, serving: bool = False
 ) -> dict[str, dict[str, Any]]:
@@ -252,10 +313,13 @@ def load_or_exit(
     """
     try:
         cfg = load(environ)
-        ensure_writable_dir("[storage] root", Path(cfg["storage"]["root"]))
-        ensure_token_storage(Path(cfg["auth"]["token_storage"]))
+        if cfg["storage"]["backend"] == "filesystem":
+            ensure_writable_dir("[storage] root", Path(cfg["storage"]["root"]))
+        if cfg["auth"]["token_backend"] == "files":
+            ensure_token_storage(Path(cfg["auth"]["token_storage"]))
         if serving:
             check_htpasswd(cfg)
+            check_bucket(cfg)
         db = database_settings(cfg["database"]["url"])
         if db["ENGINE"].endswith("sqlite3"):
             ensure_writable_dir("[database] url", Path(db["NAME"]).resolve().parent)

@@ -95,7 +95,10 @@ CSRF_COOKIE_SAMESITE = "Lax"
 CSRF_FAILURE_VIEW = "ops.ui.views.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
+REGISTRY_STORAGE = SVC["storage"]
 REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])
+# Blob GETs on S3 answer 307 to a presigned URL (the store serves the bytes, Range included).
+REGISTRY_REDIRECT: bool = SVC["storage"]["redirect"]
 REGISTRY_DELETE_ENABLED: bool = SVC["registry"]["delete_enabled"]
 REGISTRY_MAX_MANIFEST_BYTES: int = SVC["registry"]["max_manifest_bytes"]
 REGISTRY_UPLOAD_EXPIRY_HOURS: int = SVC["registry"]["upload_expiry_hours"]
@@ -106,6 +109,7 @@ REGISTRY_MIN_FREE_BYTES: int = SVC["storage"]["min_free_bytes"]
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])
 AUTH_TOKEN_STORAGE = Path(SVC["auth"]["token_storage"])
+AUTH_TOKEN_BACKEND: str = SVC["auth"]["token_backend"]
 
 LOGGING = {
     "version": 1,

@@ -38,8 +38,11 @@ def _linked(name: str, digest: Digest) -> Blob:
 def stat(name: str, digest_text: str, driver: StorageDriver | None = None) -> BlobInfo:
     digest = parse_digest(digest_text)
     blob = _linked(name, digest)
+    drv = driver or default_driver()
+    if drv.remote:
+        return BlobInfo(blob.digest, blob.size)  # the database is the truth; scrub checks the store
     try:
-        (driver or default_driver()).stat(paths.blob_data(digest))
+        drv.stat(paths.blob_data(digest))
     except PathNotFound:
         # As GET does: a client that HEADs before pushing must push the missing data again.
         raise BlobUnknown(f"blob {digest} data is missing", {"digest": str(digest)}) from None
@@ -57,6 +60,20 @@ def open_blob(name: str, digest_text: str, driver: StorageDriver | None = None) 
     return stream, BlobInfo(blob.digest, blob.size)
 
 
+def location(name: str, digest_text: str, driver: StorageDriver | None = None) -> tuple[str, BlobInfo] | None:
+    """Where a client can fetch the blob itself (a presigned URL), when the store offers that and
+    [storage] redirect is on; None to have the registry send the bytes."""
+    from django.conf import settings
+
+    drv = driver or default_driver()
+    if not settings.REGISTRY_REDIRECT or not drv.remote:
+        return None
+    digest = parse_digest(digest_text)
+    blob = _linked(name, digest)
+    url = drv.url_for(paths.blob_data(digest))
+    return (url, BlobInfo(blob.digest, blob.size)) if url else None
+
+
 def link(
     repository: Repository,
     digest: Digest,
@@ -71,6 +88,15 @@ def link(
     deleting the data either ran before or sees the new row and keeps the data.
     """
     drv = driver or default_driver()
+    if source is not None and drv.remote:
+        # A copy inside an object store takes as long as the blob is large: done before the
+        # transaction, which then only checks that the data is there. The copy is new, so the
+        # collector's grace period keeps it until the row exists.
+        try:
+            drv.stat(paths.blob_data(digest))
+        except PathNotFound:
+            drv.move(source, paths.blob_data(digest))
+        source = None
     with transaction.atomic():
         lock_digests([str(digest)])
         try:

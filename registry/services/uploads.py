@@ -1,26 +1,31 @@
 """Blob upload sessions: start, append (streamed or chunked), status, finish, cancel.
 
-The session's bytes live in storage and its row in the database, so any worker can continue it and
-it survives a restart; its offset is the size of the stored bytes. Data is hashed while it streams
-in. The running hash of a session is kept in this process only as a shortcut: when a later request
-of the same session lands in another worker (or after a restart), the bytes are hashed again from
-storage, so correctness never depends on which worker answers.
+A session may be continued by any worker of any replica, in any order, and survive a process dying
+between two requests: its bytes are in storage and everything else is its database row, read and
+leased in one statement at the start of each request (registry.queries). The row holds the offset,
+the storage driver's resume state (an S3 multipart upload's parts) and the running hash, saved after
+every chunk (registry.hashing), so the digest is checked at the end without reading the bytes back.
+Where no saved hash fits (a digest algorithm without a resumable implementation, or a filesystem
+upload whose file grew past the recorded offset in a crash), the stored bytes are hashed again.
+
+On a filesystem the file is the truth about how many bytes arrived (a chunk cut off by a crash
+keeps what reached the disk); elsewhere the row is.
 """
 from __future__ import annotations
 
-import threading
+import time
 import uuid
-from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import lru_cache
-from typing import Protocol
+from typing import Any, Iterator, Protocol
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from registry import hashing, queries
 from registry.digests import Digest, InvalidDigest, new_hasher
-from registry.models import Repository, Upload
+from registry.models import Repository
 from registry.services import blobs
 from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import (
@@ -34,9 +39,11 @@ from registry.services.exceptions import (
 from registry.storage import default_driver, paths
 from registry.storage import driver as storage
 from registry.storage.driver import StorageDriver
+from regsite import db
 
-CHUNK_SIZE = 1024 * 1024
-_HASH_CACHE_SIZE = 256
+CHUNK_SIZE = 256 * 1024
+LEASE = timedelta(seconds=120)
+RENEW_EVERY = 30.0  # seconds between lease renewals while a long body streams in
 
 
 class Readable(Protocol):
@@ -58,32 +65,17 @@ class UploadStatus:
     offset: int
 
 
-class _HashCache:
-    """Process-local running hashes: upload id -> (offset, algorithm, hasher)."""
+@dataclass
+class _Open:
+    """A leased session during one request."""
 
-    def __init__(self) -> None:
-        self._items: OrderedDict[str, tuple[int, str, object]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def take(self, upload_id: str, offset: int, algorithm: str):  # type: ignore[no-untyped-def]
-        with self._lock:
-            item = self._items.pop(upload_id, None)
-        if item and item[0] == offset and item[1] == algorithm:
-            return item[2]
-        return None
-
-    def put(self, upload_id: str, offset: int, algorithm: str, hasher: object) -> None:
-        with self._lock:
-            self._items[upload_id] = (offset, algorithm, hasher)
-            while len(self._items) > _HASH_CACHE_SIZE:
-                self._items.popitem(last=False)
-
-    def drop(self, upload_id: str) -> None:
-        with self._lock:
-            self._items.pop(upload_id, None)
-
-
-_hashes = _HashCache()
+    session: queries.Session
+    name: str
+    owner: str
+    offset: int
+    hasher: Any  # a resumable hash, a hashlib hash, or None when the bytes must be hashed again
+    storage_state: dict[str, Any]
+    renewed: float = 0.0
 
 
 def _expiry() -> timedelta:
@@ -96,11 +88,8 @@ def _driver(driver: StorageDriver | None) -> StorageDriver:
     return driver or default_driver()
 
 
-@lru_cache(maxsize=1)
-def _insert_session_sql() -> str:
-    # Built once, like the lookup below: the ORM's INSERT compile was 8% of a small push's CPU.
-    return (f"INSERT INTO {connection.ops.quote_name(Upload._meta.db_table)} "
-            "(id, repository_id, algorithm, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)")
+def _new_hash(algorithm: str) -> Any:
+    return hashing.new(algorithm) if hashing.available(algorithm) else new_hasher(algorithm)
 
 
 def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = None) -> UploadStatus:
@@ -112,79 +101,104 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
     upload_id = uuid.uuid4().hex
     drv = _driver(driver)
     try:
-        # Appending nothing creates the empty file without an fsync, which could not make its
-        # directory entry durable anyway: a session whose file is lost reads as unknown.
+        # A writer that commits nothing creates the session's (empty) file on a filesystem, and
+        # nothing at all in an object store, where the first chunk starts the multipart upload.
         drv.writer(paths.upload_data(upload_id), append=True).commit()
     except storage.StorageFull as exc:
         raise StorageFull(str(exc)) from None
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_session_sql(), [upload_id, repository.pk, algorithm, now, now])
-    _hashes.put(upload_id, 0, algorithm, new_hasher(algorithm))
+    queries.insert_session(upload_id, repository.pk, algorithm, timezone.now())
     return UploadStatus(upload_id, name, 0)
 
 
-@lru_cache(maxsize=1)
-def _session_sql() -> str:
-    # Built once: compiling the session lookup with the ORM was a sixth of a small push's CPU.
-    q = connection.ops.quote_name
-    return (f"SELECT u.algorithm, u.repository_id, u.updated_at >= %s FROM {q(Upload._meta.db_table)} u "
-            f"JOIN {q(Repository._meta.db_table)} r ON r.id = u.repository_id WHERE u.id = %s AND r.name = %s")
-
-
-def _session(name: str, upload_id: str, driver: StorageDriver) -> tuple[Upload, int]:
+@contextmanager
+def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
+    """The session, leased to this request until the block ends (saved, or let go unchanged)."""
     check_name(name)
     unknown = UploadUnknown(f"upload {upload_id[:64]!r} unknown to repository {name!r}")
     try:
         data_path = paths.upload_data(upload_id)
     except ValueError:
         raise unknown from None
-    cutoff = connection.ops.adapt_datetimefield_value(timezone.now() - _expiry())
-    with connection.cursor() as cursor:
-        cursor.execute(_session_sql(), [cutoff, upload_id, name])
-        row = cursor.fetchone()
-    if row is None:
-        raise unknown
-    algorithm, repository_id, live = row
-    if not live:
-        _discard(upload_id, driver)
+    owner, now = uuid.uuid4().hex, timezone.now()
+    session = queries.acquire_session(upload_id, name, owner, now, now + LEASE, now - _expiry())
+    if session is None:
+        busy = queries.read_session(upload_id, name, now - _expiry())
+        if busy is None:
+            raise unknown
+        raise UploadOutOfOrder("another chunk of this upload is in progress", busy.offset)
+    if not session.live:
+        _discard(upload_id, session.storage_state, drv)
         raise UploadUnknown(f"upload {upload_id} expired")
-    upload = Upload.from_db(connection.alias, ["id", "repository_id", "algorithm"],
-                            [upload_id, repository_id, algorithm])
-    upload.repository = Repository.from_db(connection.alias, ["id", "name"], [repository_id, name])
+    opened = _Open(session, name, owner, session.offset, None, session.storage_state, time.monotonic())
     try:
-        offset = driver.stat(data_path).size
+        if not drv.remote:
+            opened.offset = _file_size(drv, data_path, upload_id)
+        opened.hasher = _resume_hash(session, opened.offset)
+        yield opened
+    finally:
+        if opened.owner:  # not saved: let go without changing anything
+            queries.release_session(upload_id, owner)
+
+
+def _file_size(drv: StorageDriver, data_path: str, upload_id: str) -> int:
+    try:
+        return drv.stat(data_path).size
     except storage.PathNotFound:
-        Upload.objects.filter(id=upload_id).delete()
-        raise unknown from None
-    return upload, offset
+        queries.delete_session(upload_id)
+        raise UploadUnknown(f"upload {upload_id} lost its data") from None
+
+
+def _resume_hash(session: queries.Session, offset: int) -> Any:
+    if offset == 0:
+        return _new_hash(session.algorithm)
+    if session.hash_state is None or offset != session.offset:
+        return None
+    try:
+        return hashing.resume(session.algorithm, session.hash_state, offset)
+    except hashing.StateUnavailable:
+        return None
+
+
+def _save(opened: _Open) -> None:
+    state = opened.hasher.state() if isinstance(opened.hasher, hashing.ResumableHash) else None
+    if not queries.save_session(opened.session.id, opened.owner, opened.offset, state, opened.storage_state,
+                                timezone.now()):
+        raise UploadOutOfOrder("the upload was taken over by another request", opened.offset)
+    opened.owner = ""
 
 
 def status(name: str, upload_id: str, driver: StorageDriver | None = None) -> UploadStatus:
-    _, offset = _session(name, upload_id, _driver(driver))
+    """Where the upload is, without taking its lease: a chunk may be arriving meanwhile."""
+    check_name(name)
+    drv = _driver(driver)
+    try:
+        data_path = paths.upload_data(upload_id)
+    except ValueError:
+        raise UploadUnknown(f"upload {upload_id[:64]!r} unknown to repository {name!r}") from None
+    session = queries.read_session(upload_id, name, timezone.now() - _expiry())
+    if session is None or not session.live:
+        raise UploadUnknown(f"upload {upload_id} unknown to repository {name!r}")
+    offset = session.offset if drv.remote else _file_size(drv, data_path, upload_id)
     return UploadStatus(upload_id, name, offset)
 
 
-def _stream_into(
-    upload: Upload, offset: int, body: Body, drv: StorageDriver, content_range: tuple[int, int] | None
-) -> int:
-    """Append ``body`` to the session's data; on any failure the data is cut back to ``offset``."""
+def _stream_into(opened: _Open, body: Body, drv: StorageDriver, content_range: tuple[int, int] | None) -> None:
+    """Append ``body``; on any failure the stored bytes are cut back to where they were."""
+    offset = opened.offset
     if content_range is not None:
-        start, end = content_range
-        if start != offset:
-            raise UploadOutOfOrder(f"chunk starts at {start} but the upload is at {offset}", offset)
-        if body.length is not None and end - start + 1 != body.length:
-            raise SizeInvalid(f"Content-Range {start}-{end} does not match Content-Length {body.length}")
+        begin, end = content_range
+        if begin != offset:
+            raise UploadOutOfOrder(f"chunk starts at {begin} but the upload is at {offset}", offset)
+        if body.length is not None and end - begin + 1 != body.length:
+            raise SizeInvalid(f"Content-Range {begin}-{end} does not match Content-Length {body.length}")
     try:
-        writer = drv.writer(paths.upload_data(upload.id), append=True)
+        writer = drv.writer(paths.upload_data(opened.session.id), append=True, state=opened.storage_state)
     except storage.WriterBusy:
         raise UploadOutOfOrder("another chunk of this upload is in progress", offset) from None
-    if writer.size != offset:  # a chunk landed between our stat and our lock
+    if writer.size != offset:
         writer.cancel()
-        raise UploadOutOfOrder("another chunk of this upload landed first", writer.size)
-    hasher = _hashes.take(upload.id, offset, upload.algorithm)
-    if hasher is None and offset == 0:
-        hasher = new_hasher(upload.algorithm)
+        raise UploadOutOfOrder("the stored upload does not end where its session says", writer.size)
+    db.release()  # the body may take minutes to arrive
     received = 0
     try:
         remaining = body.length
@@ -197,11 +211,12 @@ def _stream_into(
             if not chunk:
                 break
             writer.write(chunk)
-            if hasher is not None:
-                hasher.update(chunk)
+            if opened.hasher is not None:
+                opened.hasher.update(chunk)
             received += len(chunk)
             if remaining is not None:
                 remaining -= len(chunk)
+            _renew(opened)
         if body.length is not None and received != body.length:
             raise SizeInvalid(f"received {received} bytes, Content-Length said {body.length}")
         writer.commit()
@@ -211,10 +226,17 @@ def _stream_into(
     except BaseException:
         writer.cancel()
         raise
-    new_offset = offset + received
-    if hasher is not None:
-        _hashes.put(upload.id, new_offset, upload.algorithm, hasher)
-    return new_offset
+    opened.offset = offset + received
+    opened.storage_state = writer.state
+
+
+def _renew(opened: _Open) -> None:
+    if time.monotonic() - opened.renewed < RENEW_EVERY:
+        return
+    opened.renewed = time.monotonic()
+    if not queries.renew_session(opened.session.id, opened.owner, timezone.now() + LEASE):
+        raise UploadOutOfOrder("the upload was taken over by another request", opened.offset)
+    db.release()
 
 
 def append(
@@ -225,16 +247,16 @@ def append(
     driver: StorageDriver | None = None,
 ) -> UploadStatus:
     drv = _driver(driver)
-    upload, offset = _session(name, upload_id, drv)
-    new_offset = _stream_into(upload, offset, body, drv, content_range)
-    Upload.objects.filter(id=upload_id).update(updated_at=timezone.now())
-    return UploadStatus(upload_id, name, new_offset)
+    with _leased(name, upload_id, drv) as opened:
+        _stream_into(opened, body, drv, content_range)
+        _save(opened)
+        return UploadStatus(upload_id, name, opened.offset)
 
 
 def _rehash(upload_id: str, algorithm: str, drv: StorageDriver) -> str:
     hasher = new_hasher(algorithm)
     with drv.open(paths.upload_data(upload_id)) as fh:
-        while chunk := fh.read(CHUNK_SIZE):
+        while chunk := fh.read(1024 * 1024):
             hasher.update(chunk)
     return hasher.hexdigest()
 
@@ -250,49 +272,38 @@ def finish(
     """Append the optional last chunk, verify the digest, and make the blob visible atomically."""
     digest = parse_digest(digest_text)
     drv = _driver(driver)
-    upload, offset = _session(name, upload_id, drv)
-    if body is not None and (body.length is None or body.length > 0):
-        offset = _stream_into(upload, offset, body, drv, content_range)
-    guard = _hold(upload_id, offset, drv)
-    try:
-        hasher = _hashes.take(upload_id, offset, digest.algorithm)
-        actual = hasher.hexdigest() if hasher is not None else _rehash(upload_id, digest.algorithm, drv)
+    with _leased(name, upload_id, drv) as opened:
+        if body is not None and (body.length is None or body.length > 0):
+            _stream_into(opened, body, drv, content_range)
+        data_path = paths.upload_data(upload_id)
+        try:
+            drv.writer(data_path, append=True, state=opened.storage_state).seal()
+        except storage.WriterBusy:
+            raise UploadOutOfOrder("a chunk of this upload is still being written", opened.offset) from None
+        usable = opened.hasher is not None and opened.hasher.name == digest.algorithm
+        actual = opened.hasher.hexdigest() if usable else _rehash(upload_id, digest.algorithm, drv)
         if actual != digest.hex:
-            _discard(upload_id, drv)
+            _discard(upload_id, {}, drv)
+            opened.owner = ""
             raise DigestInvalid(
                 f"digest {digest} does not match uploaded content ({digest.algorithm}:{actual})",
                 {"digest": str(digest)},
             )
-        return _commit(upload, digest, offset, drv)
-    finally:
-        guard.commit()  # nothing was written through it: this only releases the lock
+        info = _commit(opened.session.repository_id, name, digest, opened.offset, upload_id, drv)
+        opened.owner = ""  # the row went with the commit
+        return info
 
 
-def _hold(upload_id: str, offset: int, drv: StorageDriver) -> storage.Writer:
-    """Lock the session's data from verification to commit.
-
-    A chunk appended in between (a PATCH racing the closing PUT, in any worker) would otherwise
-    land in the blob after its digest was checked, and stay there under that digest.
-    """
-    try:
-        writer = drv.writer(paths.upload_data(upload_id), append=True)
-    except storage.WriterBusy:
-        raise UploadOutOfOrder("a chunk of this upload is still being written", offset) from None
-    size = writer.size
-    if size != offset:
-        writer.commit()
-        raise UploadOutOfOrder("a chunk of this upload landed while it was being completed", size)
-    return writer
-
-
-def _commit(upload: Upload, digest: Digest, size: int, drv: StorageDriver) -> blobs.BlobInfo:
-    # blobs.link moves the data into place, when it is not stored already, inside the transaction
-    # that records the row: a crash before the commit leaves data without a row, which the collector
-    # removes, never a row without data; and a collection deleting a stored copy cannot interleave.
+def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id: str,
+            drv: StorageDriver) -> blobs.BlobInfo:
+    # blobs.link moves the data into place, when it is not stored already, under the digest's lock
+    # with the row that records it: a crash before the commit leaves data without a row, which the
+    # collector removes, never a row without data.
+    repository = Repository(id=repository_id, name=name)
     with transaction.atomic():
-        blob = blobs.link(upload.repository, digest, size, drv, source=paths.upload_data(upload.id))
-        Upload.objects.filter(id=upload.id).delete()
-    _remove_data(upload.id, drv)  # the row went with the transaction: no second write transaction
+        blob = blobs.link(repository, digest, size, drv, source=paths.upload_data(upload_id))
+        queries.delete_session(upload_id)
+    _remove_data(upload_id, drv)
     return blobs.BlobInfo(blob.digest, blob.size)
 
 
@@ -303,23 +314,37 @@ def monolithic(name: str, digest_text: str, body: Body, driver: StorageDriver | 
     try:
         return finish(name, session.id, str(digest), body, driver=driver)
     except BaseException:
-        _discard(session.id, _driver(driver))
+        _discard(session.id, {}, _driver(driver))
         raise
 
 
 def cancel(name: str, upload_id: str, driver: StorageDriver | None = None) -> None:
     drv = _driver(driver)
-    _session(name, upload_id, drv)
-    _discard(upload_id, drv)
+    with _leased(name, upload_id, drv) as opened:
+        _discard(upload_id, opened.storage_state, drv)
+        opened.owner = ""
 
 
-def _discard(upload_id: str, drv: StorageDriver) -> None:
-    Upload.objects.filter(id=upload_id).delete()
+def _discard(upload_id: str, storage_state: dict[str, Any], drv: StorageDriver) -> None:
+    """Forget the session and abort what it stored (an S3 multipart upload, its tails)."""
+    if not storage_state:
+        storage_state = _state_of(upload_id)
+    queries.delete_session(upload_id)
+    try:
+        drv.abort(paths.upload_data(upload_id), storage_state)
+    except storage.StorageError:
+        pass  # purge_expired finds what is left once the session is gone
     _remove_data(upload_id, drv)
 
 
+def _state_of(upload_id: str) -> dict[str, Any]:
+    from registry.models import Upload
+
+    state = Upload.objects.filter(id=upload_id).values_list("storage_state", flat=True).first()
+    return dict(state or {})
+
+
 def _remove_data(upload_id: str, drv: StorageDriver) -> None:
-    _hashes.drop(upload_id)
     try:
         drv.delete(paths.upload_dir(upload_id))
     except storage.PathNotFound:
@@ -333,30 +358,45 @@ def purge_expired(
 
     Returns how many were removed (with ``dry_run``, how many would be).
     """
+    from registry.models import Upload
+
     drv = _driver(driver)
     cutoff = timezone.now() - (older_than if older_than is not None else _expiry())
     removed = 0
-    for upload_id in list(Upload.objects.filter(updated_at__lt=cutoff).values_list("id", flat=True)):
+    expired = Upload.objects.filter(updated_at__lt=cutoff).values_list("id", "storage_state")
+    for upload_id, state in list(expired):
         if dry_run:
             removed += 1
         # Deleted only if still idle: a chunk may have arrived since the query.
         elif Upload.objects.filter(id=upload_id, updated_at__lt=cutoff).delete()[0]:
-            _discard(upload_id, drv)
+            _discard(upload_id, dict(state or {}), drv)
             removed += 1
-    try:
-        on_disk = drv.list(paths.UPLOADS)
-    except storage.PathNotFound:
-        on_disk = []
-    known = set(Upload.objects.filter(id__in=on_disk).values_list("id", flat=True))
-    for upload_id in on_disk:
-        if upload_id in known:
-            continue
+    removed += _purge_orphans(drv, cutoff.timestamp(), dry_run)
+    return removed
+
+
+def _purge_orphans(drv: StorageDriver, cutoff: float, dry_run: bool) -> int:
+    """Upload data (and, in an object store, multipart uploads) that no session knows."""
+    from registry.models import Upload
+
+    newest: dict[str, float] = {}
+    for info in drv.walk(paths.UPLOADS):
+        parts = info.path.split("/")
+        if len(parts) >= 3:
+            newest[parts[1]] = max(newest.get(parts[1], 0.0), info.mtime)
+    old = {upload_id for upload_id, mtime in newest.items() if mtime < cutoff}
+    known = set(Upload.objects.filter(id__in=old).values_list("id", flat=True))
+    removed = 0
+    for upload_id in sorted(old - known):
         try:
-            info = drv.stat(paths.upload_dir(upload_id))
-        except (storage.PathNotFound, ValueError):
+            paths.upload_dir(upload_id)
+        except ValueError:
             continue
-        if info.mtime < cutoff.timestamp():
-            if not dry_run:
-                _discard(upload_id, drv)
-            removed += 1
+        if not dry_run:
+            _remove_data(upload_id, drv)
+        removed += 1
+    stale = getattr(drv, "abort_stale_uploads", None)
+    if stale is not None and not dry_run:
+        live = Upload.objects.values_list("storage_state", flat=True)
+        removed += stale(paths.UPLOADS, {s.get("upload_id") for s in live if s and s.get("upload_id")})
     return removed

@@ -10,6 +10,11 @@ from registry.storage.driver import StorageDriver
 def default_driver() -> StorageDriver:
     from django.conf import settings
 
+    if settings.REGISTRY_STORAGE["backend"] == "s3":
+        from regsite.config import s3_driver
+
+        driver: StorageDriver = s3_driver(settings.REGISTRY_STORAGE)
+        return driver
     from registry.storage.filesystem import FilesystemDriver
 
     return FilesystemDriver(settings.REGISTRY_STORAGE_ROOT)

@@ -74,6 +74,10 @@ class Writer(Protocol):
 
 
 class StorageDriver(Protocol):
+    # True when every call is a network request (object storage): the registry then answers
+    # existence checks from its database instead of asking the store each time.
+    remote: bool
+
     def read(self, path: str) -> bytes:
         """Whole content of a small file."""
 

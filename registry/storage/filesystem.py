@@ -132,6 +132,8 @@ class FileWriter:
 
 
 class FilesystemDriver:
+    remote = False
+
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,8 @@ class MemoryWriter:
 
 
 class MemoryDriver:
+    remote = False
+
     def __init__(self, free: int = 1 << 40) -> None:
         self._files: dict[str, bytes] = {}
         self._mtimes: dict[str, float] = {}

@@ -63,6 +63,8 @@ def _failure(exc: Exception, path: str) -> StorageError:
 
 
 class S3Driver:
+    remote = True
+
     def __init__(self, bucket: str, prefix: str = "", endpoint: str | None = None, region: str = "us-east-1",
                  access_key: str | None = None, secret_key: str | None = None,
                  redirect_endpoint: str | None = None, part_size: int = DEFAULT_PART,
@@ -111,16 +113,24 @@ class S3Driver:
             raise _failure(exc, path) from exc
 
     def open(self, path: str, offset: int = 0) -> BinaryIO:
+        """A reader at ``offset``. The GET is sent on the first read, from wherever the reader was
+        seeked to by then, so a ranged pull costs one request for just the range."""
+        reader = _Reader(self, path)
+        reader.seek(offset)
+        return reader  # type: ignore[return-value]
+
+    def _get(self, path: str, offset: int) -> Any:
         extra = {"Range": f"bytes={offset}-"} if offset else {}
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self.key(path), **extra)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "InvalidRange":
-                return io.BytesIO(b"")  # an offset at the end of the object
+                return None  # at or past the end of the object: nothing to read
             raise _failure(exc, path) from exc
         except BotoCoreError as exc:
             raise _failure(exc, path) from exc
-        return _Reader(response["Body"], self.counters)
+        self.counters.read(0)
+        return response["Body"]
 
     def stat(self, path: str) -> FileInfo:
         try:
@@ -286,20 +296,43 @@ class S3Driver:
 
 
 class _Reader(io.RawIOBase):
-    """A streamed object body that counts what it reads."""
+    """An object's bytes from a position, fetched with one ranged GET on the first read."""
 
-    def __init__(self, body: Any, counters: Counters) -> None:
-        self._body = body
-        self._counters = counters
-        counters.read(0)
+    def __init__(self, driver: S3Driver, path: str) -> None:
+        self._driver = driver
+        self._path = path
+        self._position = 0
+        self._body: Any = None
+        self._started = False
+        driver.stat(path)  # a missing object fails here, as opening a missing file does
 
     def readable(self) -> bool:
         return True
 
+    def seekable(self) -> bool:
+        return not self._started
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if self._started:
+            raise io.UnsupportedOperation("an S3 reader seeks only before its first read")
+        if whence != io.SEEK_SET or offset < 0:
+            raise io.UnsupportedOperation("an S3 reader seeks to absolute positions only")
+        self._position = offset
+        return offset
+
+    def tell(self) -> int:
+        return self._position
+
     def read(self, size: int = -1) -> bytes:
+        if not self._started:
+            self._started = True
+            self._body = self._driver._get(self._path, self._position)
+        if self._body is None:
+            return b""
         data: bytes = self._body.read(None if size is None or size < 0 else size)
-        with self._counters.lock:
-            self._counters.bytes_read += len(data)
+        self._position += len(data)
+        with self._driver.counters.lock:
+            self._driver.counters.bytes_read += len(data)
         return data
 
     def readinto(self, buffer: Any) -> int:
@@ -308,7 +341,7 @@ class _Reader(io.RawIOBase):
         return len(data)
 
     def close(self) -> None:
-        if not self.closed:
+        if not self.closed and self._body is not None:
             self._body.close()
         super().close()
 

@@ -32,6 +32,13 @@ def blob(request: HttpRequest, name: str, digest: str) -> HttpResponse:
         response["Content-Length"] = str(info.size)
         _headers(response, info)
         return response
+    located = blobs.location(name, digest)
+    if located is not None:
+        url, info = located
+        response = empty(307, Location=url)
+        _headers(response, info)
+        response["Cache-Control"] = "no-store"  # the URL expires; the digest does not
+        return response
     stream, info = blobs.open_blob(name, digest)
     try:
         window = parse_range(request.headers.get("Range"), info.size)
