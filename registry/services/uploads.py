@@ -19,6 +19,7 @@ from typing import Protocol
 from django.db import connection, transaction
 from django.utils import timezone
 
+from regsite import db
 from registry.digests import Digest, InvalidDigest, new_hasher
 from registry.models import Repository, Upload
 from registry.services import blobs
@@ -35,7 +36,7 @@ from registry.storage import default_driver, paths
 from registry.storage import driver as storage
 from registry.storage.driver import StorageDriver
 
-CHUNK_SIZE = 1024 * 1024
+CHUNK_SIZE = 256 * 1024
 _HASH_CACHE_SIZE = 256
 
 
@@ -185,6 +186,7 @@ def _stream_into(
     hasher = _hashes.take(upload.id, offset, upload.algorithm)
     if hasher is None and offset == 0:
         hasher = new_hasher(upload.algorithm)
+    db.release()  # the body may take minutes to arrive
     received = 0
     try:
         remaining = body.length
