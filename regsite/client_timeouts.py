@@ -116,10 +116,12 @@ class ClientSocket(socket.socket):
 
 def _peer(sock: socket.socket) -> str:
     try:
-        host, port = sock.getpeername()[:2]
-        return f"{host}:{port}"
+        peer = sock.getpeername()
     except OSError:
         return "a closed socket"
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer) or "a local socket"
 
 
 def count_timeout(phase: str) -> None:

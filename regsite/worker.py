@@ -156,8 +156,8 @@ class RegistryWorker(gthread.ThreadWorker):
                     self._refuse(conn, 431, "Request Header Fields Too Large", "request head too large")
                 return
             head = bytes(conn.buffer[:end])
-            conn.uploading = _UPLOAD.match(head) is not None and _has_body(head)
-            conn.need = end + len(HEAD_END) + self._body_to_read(head)
+            conn.uploading = is_upload(head)
+            conn.need = end + len(HEAD_END) + body_to_read(head, self.limits.max_manifest_bytes)
         if len(conn.buffer) >= conn.need:
             self._forget(conn)
             self.poller.unregister(conn.sock)
@@ -165,28 +165,6 @@ class RegistryWorker(gthread.ThreadWorker):
             conn.buffer = None
             conn.sock.setblocking(True)
             self.enqueue_req(conn)
-
-    def _body_to_read(self, head: bytes) -> int:
-        """How many body bytes to read here: a small body with a Content-Length, else none."""
-        lines = head.split(b"\r\n")
-        request_line = lines[0].strip()
-        length = None
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length" and value.strip().isdigit():
-                length = int(value.strip())
-            elif name == b"transfer-encoding" or (name == b"expect" and b"100" in value):
-                return 0  # chunked bodies and clients waiting for "100 Continue" go to a thread
-        if not length:
-            return 0
-        if _MANIFEST_PUT.match(request_line):
-            limit = self.limits.max_manifest_bytes
-        elif _FORM_POST.match(request_line):
-            limit = SMALL_BODY
-        else:
-            return 0  # a blob upload: streamed by its view, bounded by the minimum body rate
-        return length if length <= limit else 0
 
     def handle(self, conn: Any) -> Any:
         pending = getattr(conn, "pending", None)
@@ -249,7 +227,7 @@ class RegistryWorker(gthread.ThreadWorker):
         """Answer from the loop (best effort: a client that does not read gets nothing) and close."""
         self._forget(conn)
         self.poller.unregister(conn.sock)
-        body = json.dumps(_error_body(bytes(conn.buffer or b"")[:512], message)).encode()
+        body = json.dumps(error_body(bytes(conn.buffer or b"")[:512], message)).encode()
         head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
         try:
@@ -436,6 +414,35 @@ class RegistryWorker(gthread.ThreadWorker):
             pass
 
 
+def body_to_read(head: bytes, max_manifest_bytes: int) -> int:
+    """How many body bytes the loop reads before a thread takes the request: the whole body of a
+    manifest PUT or a token API / UI form with a Content-Length within its limit, else none."""
+    lines = head.split(b"\r\n")
+    request_line = lines[0].strip()
+    length = None
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length" and value.strip().isdigit():
+            length = int(value.strip())
+        elif name == b"transfer-encoding" or (name == b"expect" and b"100" in value):
+            return 0  # chunked bodies and clients waiting for "100 Continue" go to a thread
+    if not length:
+        return 0
+    if _MANIFEST_PUT.match(request_line):
+        limit = max_manifest_bytes
+    elif _FORM_POST.match(request_line):
+        limit = SMALL_BODY
+    else:
+        return 0  # a blob upload: streamed by its view, bounded by the minimum body rate
+    return length if length <= limit else 0
+
+
+def is_upload(head: bytes) -> bool:
+    """A blob upload carrying a body: it runs on the upload threads."""
+    return _UPLOAD.match(head) is not None and _has_body(head)
+
+
 def _has_body(head: bytes) -> bool:
     lowered = head.lower()
     if b"\r\ntransfer-encoding:" in lowered:
@@ -447,7 +454,7 @@ def _has_body(head: bytes) -> bool:
     return value.isdigit() and int(value) > 0
 
 
-def _error_body(head: bytes, message: str) -> dict[str, Any]:
+def error_body(head: bytes, message: str) -> dict[str, Any]:
     """What a client of the path expects: the OCI envelope on /v2/, the token API's ``error``."""
     target = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b""
     if not target.startswith(b"/v2/"):
