@@ -6,16 +6,26 @@ import shutil as _shutil
 import tempfile as _tempfile
 
 from regsite import config as _config
+from regsite.worker import Limits as _Limits
+from regsite.worker import RegistryWorker as _RegistryWorker
 
 _svc = _config.load_or_exit(serving=True)
 _server = _svc["server"]
 
 wsgi_app = "regsite.wsgi:application"
 bind = [_server["bind"]]
-# gthread: a slow upload holds one thread, not the whole worker, so other clients keep being served.
-worker_class = "gthread"
+# gthread whose event loop also does every wait on a slow client (regsite/worker.py): threads run
+# application code only, and thousands of slow connections cost sockets, not threads.
+worker_class = _RegistryWorker
+_RegistryWorker.limits = _Limits(
+    upload_threads=_server["upload_threads"],
+    client_timeout=_server["client_timeout"],
+    max_manifest_bytes=_svc["registry"]["max_manifest_bytes"],
+    min_body_rate=_server["min_body_rate"],
+)
 workers = _server["workers"]
 threads = _server["threads"]
+worker_connections = _server["connections"]
 # The worker heartbeat is independent of request threads in gthread, so this does not cut off a
 # long upload; it only restarts a worker whose main loop is stuck.
 timeout = _server["timeout"]
@@ -31,22 +41,11 @@ limit_request_field_size = 16384
 forwarded_allow_ips = "127.0.0.1,::1"
 
 
-# Slow clients: a deadline for the request head and an idle timeout for bodies and responses
-# (regsite/client_timeouts.py), because gthread itself would wait on a stalled client for ever.
 def post_worker_init(worker: object) -> None:
-    from regsite import client_timeouts
-
-    client_timeouts.install(worker, _server["client_timeout"])
     # [gc] interval_hours: every worker polls; a lock in the storage root lets one collect per interval.
     from registry import scheduler
 
     scheduler.start()
-
-
-def pre_request(worker: object, req: object) -> None:
-    from regsite import client_timeouts
-
-    client_timeouts.head_received(req)
 
 
 # Prometheus multiprocess mode: each worker writes its metrics to files in this directory and a

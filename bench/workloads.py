@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.client import ACCEPT, EMPTY_DIGEST, EMPTY_JSON, MIB, BlobSource, Client, tiny_manifest
+from bench import rollout
 from bench.load import hammer
 from bench.parallel import run_parallel
 from bench.servers import Endpoint, pss_bytes
@@ -40,11 +41,18 @@ class Sizes:
     image_layers: int = 5
     image_bytes: int = 200 * MIB
     memory_blob: int = 1024 * MIB
+    rollout_pullers: int = 300
+    rollout_blob: int = 32 * MIB
+    rollout_pushers: int = 100
+    rollout_push_blob: int = 16 * MIB
+    rollout_chunk: int = 4 * MIB
+    rollout_rate: int = MIB  # bytes per second per client
 
 
 QUICK = Sizes(blob=16 * MIB, chunk=4 * MIB, small_blobs=48, load_seconds=0.3, tags=60,
               catalog_small=60, catalog_large=150, catalog_page=50, list_repeats=5,
-              image_bytes=5 * MIB, memory_blob=48 * MIB)
+              image_bytes=5 * MIB, memory_blob=48 * MIB, rollout_pullers=30, rollout_blob=4 * MIB,
+              rollout_pushers=10, rollout_push_blob=2 * MIB, rollout_chunk=MIB, rollout_rate=2 * MIB)
 
 
 @dataclass(frozen=True)
@@ -313,6 +321,64 @@ def _memory(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
     return {"mem_peak": peak[0] / MIB, "mem_growth": (peak[0] - baseline) / MIB}
 
 
+# Rollout ------------------------------------------------------------------------------------------
+
+ROLLOUT_REPO = "bench/rollout"
+
+
+def _prepare_rollout(side: Side, sizes: Sizes) -> None:
+    source = BlobSource("rollout", sizes.rollout_blob)
+    client = Client(side.endpoint)
+    client.push_monolithic(ROLLOUT_REPO, source)
+    client.push_small(ROLLOUT_REPO, EMPTY_JSON)
+    client.put_manifest(ROLLOUT_REPO, "v1", tiny_manifest("rollout", [(source.digest, source.size)]))
+    client.close()
+
+
+def _rollout_figures(result: rollout.RolloutResult, prefix: str) -> dict[str, float]:
+    figures = {f"{prefix}_failed": float(result.failed + result.health.failed + result.manifest.failed),
+               f"{prefix}_pss": result.peak_pss / MIB}
+    for name, probes in (("health", result.health), ("manifest", result.manifest)):
+        figures |= {f"{prefix}_{name}_p99": probes.p99, f"{prefix}_{name}_max": probes.worst_after_warmup,
+                    f"{prefix}_{name}_worst": probes.worst}
+    return figures
+
+
+def _health_path(side: Side) -> str:
+    # The reference has no health endpoint of its own; its root answers 200 without any work.
+    return "/health" if side.server.label == "ours" else "/"
+
+
+def _rollout_pull(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
+    digest = BlobSource("rollout", sizes.rollout_blob).digest
+    start = rollout.pullers(side.endpoint, f"/v2/{ROLLOUT_REPO}/blobs/{digest}", sizes.rollout_rate, digest)
+    result = rollout.run(side.endpoint, side.server.pids, _health_path(side), f"/v2/{ROLLOUT_REPO}/manifests/v1",
+                         sizes.rollout_pullers, start)
+    return _rollout_figures(result, "rollout_pull")
+
+
+def _rollout_push(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
+    start = rollout.pushers(side.endpoint, f"bench/rollout-push-{i}", sizes.rollout_push_blob, sizes.rollout_chunk,
+                            sizes.rollout_rate)
+    result = rollout.run(side.endpoint, side.server.pids, _health_path(side), f"/v2/{ROLLOUT_REPO}/manifests/v1",
+                         sizes.rollout_pushers, start)
+    return _rollout_figures(result, "rollout_push")
+
+
+def _rollout_labels(prefix: str, what: str) -> list[Figure]:
+    figures = []
+    for name, label in (("health", "health probe"), ("manifest", "manifest GET")):
+        figures += [
+            Figure(f"{prefix}_{name}_p99", f"{what}: {label} p99 from {rollout.WARMUP:g} s", "ms", False, None, 250.0),
+            Figure(f"{prefix}_{name}_max", f"  {label} max from {rollout.WARMUP:g} s", "ms", False, None, 1000.0),
+            Figure(f"{prefix}_{name}_worst", f"  {label} max over the run", "ms", False, 1.5),
+        ]
+    return figures + [
+        Figure(f"{prefix}_failed", "  failed transfers and probes", "count", False, None, 1.0),
+        Figure(f"{prefix}_pss", "  peak PSS of the server tree", "MiB", False, None, 1024.0),
+    ]
+
+
 # The list -----------------------------------------------------------------------------------------
 
 def workloads(sizes: Sizes) -> list[Workload]:
@@ -355,6 +421,13 @@ def workloads(sizes: Sizes) -> list[Workload]:
                    "s", False),
             Figure("skopeo_out", "skopeo copy out", "s", False),
         ], _skopeo, _prepare_skopeo, rounds=2),
+        Workload("rollout-pull", "anon",
+                 _rollout_labels("rollout_pull", f"{sizes.rollout_pullers} pulls of {sizes.rollout_blob // MIB} MiB "
+                                 f"at {sizes.rollout_rate // MIB} MiB/s"), _rollout_pull, _prepare_rollout),
+        Workload("rollout-push", "anon",
+                 _rollout_labels("rollout_push", f"{sizes.rollout_pushers} chunked pushes of "
+                                 f"{sizes.rollout_push_blob // MIB} MiB at {sizes.rollout_rate // MIB} MiB/s"),
+                 _rollout_push, _prepare_rollout),
         Workload("memory", "anon", [
             Figure("mem_peak", f"peak PSS of the server tree, {sizes.memory_blob // MIB} MiB push", "MiB", False),
             Figure("mem_growth", "  PSS growth during that push", "MiB", False, None, 64.0),

@@ -51,6 +51,13 @@ AUTH_ATTEMPTS = Counter(
     ["mechanism", "outcome"],
 )
 
+CLIENT_TIMEOUTS = Counter(
+    "registry_client_timeouts",
+    "Connections cut off for slowness: a request head or small body not complete in time (head, "
+    "body), an upload stalled or below the minimum rate (body), a response not read (response).",
+    ["phase"],
+)
+
 ROLES = ("read", "write", "admin")
 
 

@@ -41,6 +41,7 @@ PAGINATION_NUMBER_INVALID = ErrorCode("PAGINATION_NUMBER_INVALID", "invalid numb
 RANGE_INVALID = ErrorCode("RANGE_INVALID", "requested range not satisfiable", 416)
 STORAGE_FULL = ErrorCode("BLOB_UPLOAD_INVALID", "no space left on the storage device", 507)
 INTERNAL = ErrorCode("UNKNOWN", "internal server error", 500)
+UNAVAILABLE = ErrorCode("UNAVAILABLE", "service unavailable", 503)
 ENDPOINT_UNKNOWN = ErrorCode("UNSUPPORTED", "no registry endpoint at this path", 404)
 
 # Domain exception -> (code, status when it differs from the code's own).

@@ -1,18 +1,16 @@
-"""Time limits on slow clients for gunicorn's gthread worker ([server] client_timeout).
+"""Limits on a client while a worker thread waits on it in blocking mode.
 
-gthread reads a request on a blocking socket with no timeout, so a client that sends half a request
-line, or stops in the middle of a layer, would hold a worker thread for ever, and a few dozen such
-clients would stop the service. ``install`` (called from gunicorn.conf.py's ``post_worker_init``)
-gives every accepted connection a socket whose blocking mode carries limits instead:
+The worker (regsite/worker.py) reads request heads and small bodies and sends files from its event
+loop, so a thread waits on a client only for a large request body (a blob upload) or for a
+response it writes itself. ``ClientSocket`` bounds those waits:
 
-- the request line and headers must all arrive within ``client_timeout`` seconds (sending one byte
-  at a time does not extend it); otherwise the connection is closed without an answer;
-- while a body is read or a response written, ``client_timeout`` seconds without any progress end
-  the request: a partial upload chunk is discarded (the session keeps what it had before), and the
-  connection is closed. A slow transfer that keeps moving is never cut off.
+- ``client_timeout`` seconds without any progress end the request: a partial upload chunk is
+  discarded (the session keeps what it had before) and the connection is closed;
+- with ``min_body_rate`` set, a body that averages less than that many bytes per second over a
+  ``client_timeout`` period is cut off the same way, so a client trickling a byte at a time cannot
+  keep a thread for ever. A transfer that keeps above the rate is never cut off.
 
-A connection that timed out reads as closed from then on, so gunicorn does not linger on it (its
-graceful close would otherwise wait up to 2 s on the worker's main thread for each one).
+In non-blocking mode (the event loop) the socket behaves as a plain socket.
 """
 from __future__ import annotations
 
@@ -26,57 +24,68 @@ log = logging.getLogger("gunicorn.error")
 
 
 class ClientSocket(socket.socket):
-    """An accepted connection with a head deadline and an idle timeout while it is blocking."""
+    """An accepted connection with an idle timeout and a minimum body rate while it is blocking."""
 
-    __slots__ = ("idle_timeout", "head_deadline", "gave_up")
+    __slots__ = ("idle_timeout", "min_rate", "gave_up", "_window_start", "_window_bytes")
 
     idle_timeout: float
-    head_deadline: float | None
+    min_rate: int
     gave_up: bool
+    _window_start: float
+    _window_bytes: int
 
     @classmethod
-    def adopt(cls, sock: socket.socket, idle_timeout: float) -> "ClientSocket":
+    def adopt(cls, sock: socket.socket, idle_timeout: float, min_rate: int = 0) -> "ClientSocket":
         blocking = sock.getblocking()
         adopted = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
         adopted.idle_timeout = idle_timeout
-        adopted.head_deadline = None
+        adopted.min_rate = min_rate
         adopted.gave_up = False
+        adopted.head_received()
         adopted.setblocking(blocking)
         return adopted
 
     def setblocking(self, flag: bool) -> None:
-        # gthread makes a connection blocking when a thread starts on its next request.
         if flag:
-            self.head_deadline = time.monotonic() + self.idle_timeout
             self.settimeout(self.idle_timeout)
         else:
             super().setblocking(False)
 
     def head_received(self) -> None:
-        self.head_deadline = None
+        """A request starts: its body's rate is measured from now."""
+        self._window_start = time.monotonic()
+        self._window_bytes = 0
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        if self.gettimeout() == 0.0:
+            return super().recv(bufsize, flags)
         if self.gave_up:
             return b""
-        in_head = self.head_deadline is not None
         try:
-            if in_head:
-                left = self.head_deadline - time.monotonic()  # type: ignore[operator]
-                if left <= 0:
-                    raise TimeoutError("timed out")
-                super().settimeout(min(left, self.idle_timeout))
-            return super().recv(bufsize, flags)
+            data = super().recv(bufsize, flags)
         except TimeoutError:
-            self._give_up("request head not complete within" if in_head else "no request body data for")
-            if in_head:
-                return b""  # gunicorn closes quietly, as if the client had left
+            self._give_up(f"no request body data for {self.idle_timeout:g}s")
             raise
+        if self.min_rate:
+            self._check_rate(len(data))
+        return data
+
+    def _check_rate(self, received: int) -> None:
+        self._window_bytes += received
+        elapsed = time.monotonic() - self._window_start
+        if elapsed < self.idle_timeout:
+            return
+        if self._window_bytes < self.min_rate * elapsed:
+            rate = self._window_bytes / elapsed
+            self._give_up(f"request body at {rate:.0f} B/s, below the minimum of {self.min_rate} B/s")
+            raise TimeoutError("request body too slow")
+        self._window_start, self._window_bytes = time.monotonic(), 0
 
     def send(self, data: Any, flags: int = 0) -> int:
         try:
             return super().send(data, flags)
         except TimeoutError:
-            self._give_up("response not read for")
+            self._give_up(f"response not read for {self.idle_timeout:g}s")
             raise BrokenPipeError(errno.EPIPE, "client stopped reading") from None
 
     def sendall(self, data: Any, flags: int = 0) -> None:
@@ -90,15 +99,15 @@ class ClientSocket(socket.socket):
         try:
             return super().sendfile(file, offset, count)
         except TimeoutError:
-            self._give_up("response not read for")
+            self._give_up(f"response not read for {self.idle_timeout:g}s")
             raise BrokenPipeError(errno.EPIPE, "client stopped reading") from None
 
-    def _give_up(self, what: str) -> None:
+    def _give_up(self, why: str) -> None:
         if self.gave_up:
             return
         self.gave_up = True
-        self.head_deadline = None
-        log.warning("closing connection from %s: %s %ss", _peer(self), what, self.idle_timeout)
+        log.warning("closing connection from %s: %s", _peer(self), why)
+        count_timeout("body" if "body" in why else "response")
         try:
             self.shutdown(socket.SHUT_RD)
         except OSError:
@@ -107,28 +116,18 @@ class ClientSocket(socket.socket):
 
 def _peer(sock: socket.socket) -> str:
     try:
-        host, port = sock.getpeername()[:2]
-        return f"{host}:{port}"
+        peer = sock.getpeername()
     except OSError:
         return "a closed socket"
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer) or "a local socket"
 
 
-def install(worker: Any, idle_timeout: float) -> None:
-    """Wrap the worker so that every connection it hands to a thread is a ``ClientSocket``."""
-    enqueue = getattr(worker, "enqueue_req", None)
-    if enqueue is None:
-        raise RuntimeError(f"client timeouts need gunicorn's gthread worker, not {type(worker).__name__}")
-
-    def enqueue_req(conn: Any) -> None:
-        if not isinstance(conn.sock, ClientSocket) and getattr(conn, "parser", None) is None:
-            conn.sock = ClientSocket.adopt(conn.sock, idle_timeout)
-        enqueue(conn)
-
-    worker.enqueue_req = enqueue_req
-
-
-def head_received(req: Any) -> None:
-    """gunicorn ``pre_request``: the head is in; the body and the response are bounded by idleness."""
-    sock = getattr(getattr(req, "unreader", None), "sock", None)
-    if isinstance(sock, ClientSocket):
-        sock.head_received()
+def count_timeout(phase: str) -> None:
+    """Count a client cut off for slowness (``registry_client_timeouts``), once the app is loaded."""
+    try:
+        from ops.metrics import CLIENT_TIMEOUTS
+    except Exception:  # Django is not set up in this process (yet): the log line is enough
+        return
+    CLIENT_TIMEOUTS.labels(phase).inc()

@@ -19,9 +19,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "bind": "0.0.0.0:4000",
         "workers": 2,
         "threads": 8,
+        "upload_threads": 64,
         "timeout": 300,
         "keepalive": 75,
         "client_timeout": 60,
+        "min_body_rate": 4096,
+        "connections": 4096,
         "log_level": "info",
         "secret_key_file": "data/secret_key",
     },
@@ -40,6 +43,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "database": {
         "url": "sqlite:///data/db.sqlite3",
+        "pool_size": 8,
+        "pool_timeout": 10,
     },
     "registry": {
         "delete_enabled": True,
@@ -62,8 +67,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 POSITIVE_INTS = {
     ("server", "workers"),
     ("server", "threads"),
+    ("server", "upload_threads"),
     ("server", "timeout"),
     ("server", "client_timeout"),
+    ("server", "connections"),
+    ("database", "pool_size"),
+    ("database", "pool_timeout"),
     ("registry", "max_manifest_bytes"),
     ("registry", "upload_expiry_hours"),
 }
@@ -173,7 +182,7 @@ def _validate(cfg: dict[str, dict[str, Any]]) -> None:
     for table, key in POSITIVE_INTS:
         if cfg[table][key] <= 0:
             raise ConfigError(f"[{table}] {key}: must be a positive integer, got {cfg[table][key]}")
-    for table, key in (("storage", "min_free_bytes"), ("gc", "interval_hours"), ("gc", "grace_hours")):
+    for table, key in (("server", "min_body_rate"), ("storage", "min_free_bytes"), ("gc", "interval_hours"), ("gc", "grace_hours")):
         if cfg[table][key] < 0:
             raise ConfigError(f"[{table}] {key}: must not be negative, got {cfg[table][key]}")
     for (table, key), allowed in CHOICES.items():
@@ -193,11 +202,12 @@ def _validate(cfg: dict[str, dict[str, Any]]) -> None:
             f"[server] log_level: expected one of {', '.join(sorted(LOG_LEVELS))}, "
             f"got {cfg['server']['log_level']!r}"
         )
-    database_settings(cfg["database"]["url"])
+    database_settings(cfg["database"])
 
 
-def database_settings(url: str) -> dict[str, Any]:
-    """Translate ``[database] url`` into a Django DATABASES entry."""
+def database_settings(database: Mapping[str, Any]) -> dict[str, Any]:
+    """Translate the ``[database]`` table into a Django DATABASES entry."""
+    url = database["url"]
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
         # sqlite:///relative/path and sqlite:////absolute/path, as SQLAlchemy spells them.
@@ -228,7 +238,13 @@ def database_settings(url: str) -> dict[str, Any]:
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
-            "CONN_MAX_AGE": 60,
+            # A pool per worker process: however many threads and clients, a worker holds at most
+            # pool_size connections (threads beyond wait up to pool_timeout seconds for one).
+            # Connections are checked before use, so a restarted server costs no failed request.
+            "CONN_MAX_AGE": 0,
+            "CONN_HEALTH_CHECKS": True,
+            "OPTIONS": {"pool": {"min_size": 1, "max_size": database.get("pool_size", 8),
+                                 "timeout": database.get("pool_timeout", 10)}},
         }
     raise ConfigError(
         f"[database] url: expected sqlite:///path or postgresql://..., got {_redact(url)!r}"
@@ -320,7 +336,7 @@ def load_or_exit(
         if serving:
             check_htpasswd(cfg)
             check_bucket(cfg)
-        db = database_settings(cfg["database"]["url"])
+        db = database_settings(cfg["database"])
         if db["ENGINE"].endswith("sqlite3"):
             ensure_writable_dir("[database] url", Path(db["NAME"]).resolve().parent)
     except ConfigError as exc:

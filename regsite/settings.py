@@ -44,6 +44,7 @@ MIDDLEWARE = [
     # that refusals are logged and counted too.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "ops.middleware.RequestLogMiddleware",
+    "regsite.db.ReleaseBeforeStreamingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
@@ -68,7 +69,7 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": config.database_settings(SVC["database"]["url"])}
+DATABASES = {"default": config.database_settings(SVC["database"])}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"

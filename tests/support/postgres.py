@@ -1,0 +1,76 @@
+"""A throwaway PostgreSQL cluster for end-to-end tests (what scripts/with-postgres.sh does for a run).
+
+Started on a free loopback port in a temp directory, owned by the ``postgres`` system user when the
+tests run as root (initdb refuses root), and stopped by ``stop``.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.server import free_port
+
+
+def _bindir() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+@dataclass
+class Postgres:
+    workdir: Path
+    bindir: Path
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://registry@127.0.0.1:{self.port}/registry"
+
+    def _run(self, *command: str) -> subprocess.CompletedProcess[str]:
+        if os.geteuid() == 0:
+            line = " ".join(command)
+            return subprocess.run(["su", "postgres", "-s", "/bin/sh", "-c", line], capture_output=True,
+                                  text=True, timeout=120)
+        return subprocess.run(list(command), capture_output=True, text=True, timeout=120)
+
+    def start(self) -> "Postgres":
+        if os.geteuid() == 0:
+            shutil.chown(self.workdir, "postgres", "postgres")
+        self.port = free_port()
+        data, sockets = self.workdir / "data", self.workdir
+        steps = [
+            (str(self.bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "registry", "--no-sync"),
+            (str(self.bindir / "pg_ctl"), "-D", str(data), "-l", str(self.workdir / "server.log"), "-w",
+             "-o", f"'-p {self.port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off'", "start"),
+            (str(self.bindir / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "registry",
+             "registry"),
+        ]
+        for step in steps:
+            done = self._run(*step)
+            if done.returncode != 0:
+                self.stop()
+                raise RuntimeError(f"{step[0]} failed: {done.stderr or done.stdout}")
+        return self
+
+    def query(self, sql: str) -> str:
+        done = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "registry", "-d",
+                               "registry", "-tAc", sql], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr)
+        return done.stdout.strip()
+
+    def stop(self) -> None:
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.workdir / "data"), "-m", "immediate", "stop")
+
+
+def start_postgres() -> Postgres:
+    """A running cluster, or a RuntimeError naming what is missing."""
+    bindir = _bindir()
+    if bindir is None:
+        raise RuntimeError("PostgreSQL server binaries not found (scripts/install-test-deps.sh installs them)")
+    return Postgres(Path(tempfile.mkdtemp(prefix="registry-pg-")), bindir).start()
