@@ -62,6 +62,15 @@ def acquire_session(upload_id: str, name: str, owner: str, now: datetime, until:
                    else None, _json(storage_state), bool(live))
 
 
+def take_over_session(upload_id: str, name: str, owner: str, until: datetime,
+                      live_after: datetime) -> Session | None:
+    """Take the lease whoever holds it (its holder is known to be gone)."""
+    updated = Upload.objects.filter(id=upload_id, repository__name=name).update(lease_owner=owner, lease_until=until)
+    if not updated:
+        return None
+    return read_session(upload_id, name, live_after)
+
+
 def read_session(upload_id: str, name: str, live_after: datetime) -> Session | None:
     """The session's state without its lease (for a status request or a refusal)."""
     row = (Upload.objects.filter(id=upload_id, repository__name=name)

@@ -72,7 +72,7 @@ def test_it_removes_old_upload_data_left_without_a_session() -> None:
     session = _session_with_data(b"the row went, the data stayed")
     Upload.objects.filter(id=session).delete()  # e.g. a crash between the two deletions
     old = (timezone.now() - timedelta(days=2)).timestamp()
-    os.utime(default_driver().root / paths.upload_dir(session), (old, old))
+    os.utime(default_driver().root / paths.upload_data(session), (old, old))
     fresh = uploads.start("team/app")
     Upload.objects.filter(id=fresh.id).delete()  # a session being created: data first, row next
 

@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from registry import queries
 from registry.models import Upload
 from registry.services import uploads
 from registry.storage import default_driver, paths
@@ -177,6 +178,16 @@ def test_it_cancels_a_session_with_204(client, location, storage_root) -> None:
     assert error_code(client.delete(location)) == "BLOB_UPLOAD_UNKNOWN"
 
 
+def test_it_takes_over_the_lease_of_a_request_that_died_mid_chunk(client, location) -> None:
+    patch(client, location, DATA[:1000], "0-999")
+    upload_id = location.rsplit("/", 1)[1]
+    now = timezone.now()  # leased by a request whose process is gone: nobody holds the file's lock
+    queries.acquire_session(upload_id, "team/app", "dead", now, now + timedelta(minutes=2),
+                            now - timedelta(hours=1))
+    patch(client, location, DATA[1000:], "1000-3071")
+    assert put_upload(client, location, digest_of(DATA)).status_code == 201
+
+
 def test_it_forgets_the_session_once_complete(client, location) -> None:
     put_upload(client, location, digest_of(DATA), DATA)
     response = client.get(location)
@@ -184,9 +195,23 @@ def test_it_forgets_the_session_once_complete(client, location) -> None:
     assert error_code(response) == "BLOB_UPLOAD_UNKNOWN"
 
 
-def test_it_continues_a_session_in_another_process_by_rehashing_from_storage(client, location) -> None:
+def test_it_resumes_the_running_hash_from_the_session_without_reading_the_bytes_back(
+        client, location, monkeypatch) -> None:
     patch(client, location, DATA[:1000], "0-999")
-    uploads._hashes.drop(location.rsplit("/", 1)[1])  # as if the next request reached another worker
+    patch(client, location, DATA[1000:], "1000-3071")
+
+    def no_read_back(*args: object) -> str:
+        raise AssertionError("the uploaded bytes were read back")
+
+    monkeypatch.setattr(uploads, "_rehash", no_read_back)
+    done = put_upload(client, location, digest_of(DATA))
+    assert done.status_code == 201
+    assert body_of(client.get(done["Location"])) == DATA
+
+
+def test_it_hashes_the_stored_bytes_again_when_no_saved_hash_fits(client, location) -> None:
+    patch(client, location, DATA[:1000], "0-999")
+    Upload.objects.filter(id=location.rsplit("/", 1)[1]).update(hash_state=None)
     patch(client, location, DATA[1000:], "1000-3071")
     done = put_upload(client, location, digest_of(DATA))
     assert done.status_code == 201
@@ -195,12 +220,16 @@ def test_it_continues_a_session_in_another_process_by_rehashing_from_storage(cli
 
 def test_it_refuses_to_complete_while_a_chunk_is_still_being_written(client, location) -> None:
     patch(client, location, DATA[:1000], "0-999")
-    in_flight = default_driver().writer(paths.upload_data(location.rsplit("/", 1)[1]), append=True)
-    in_flight.write(b"half a chunk from another worker")
+    upload_id = location.rsplit("/", 1)[1]
+    now = timezone.now()  # another request holds the session's lease and is writing to its file
+    assert queries.acquire_session(upload_id, "team/app", "other", now, now + timedelta(minutes=2),
+                                   now - timedelta(hours=1)) is not None
+    in_flight = default_driver().writer(paths.upload_data(upload_id), append=True)
     response = put_upload(client, location, digest_of(DATA[:1000]))
     assert response.status_code == 416
-    assert response["Location"] == location
+    assert response["Location"] == location and response["Range"] == "0-999"
     in_flight.cancel()
+    queries.release_session(upload_id, "other")
     done = put_upload(client, location, digest_of(DATA[:1000]))
     assert done.status_code == 201
     assert body_of(client.get(done["Location"])) == DATA[:1000]

@@ -42,8 +42,10 @@ from registry.storage.driver import StorageDriver
 from regsite import db
 
 CHUNK_SIZE = 256 * 1024
-LEASE = timedelta(seconds=120)
-RENEW_EVERY = 30.0  # seconds between lease renewals while a long body streams in
+# A request writing to a session renews its lease while the body streams in, so a replica that dies
+# mid-chunk blocks the session for at most LEASE (on a filesystem not at all: see _take_over).
+LEASE = timedelta(seconds=60)
+RENEW_EVERY = 15.0
 
 
 class Readable(Protocol):
@@ -125,7 +127,9 @@ def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
         busy = queries.read_session(upload_id, name, now - _expiry())
         if busy is None:
             raise unknown
-        raise UploadOutOfOrder("another chunk of this upload is in progress", busy.offset)
+        session = _take_over(drv, data_path, upload_id, name, owner, now)
+        if session is None:
+            raise UploadOutOfOrder("another chunk of this upload is in progress", busy.offset)
     if not session.live:
         _discard(upload_id, session.storage_state, drv)
         raise UploadUnknown(f"upload {upload_id} expired")
@@ -138,6 +142,20 @@ def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
     finally:
         if opened.owner:  # not saved: let go without changing anything
             queries.release_session(upload_id, owner)
+
+
+def _take_over(drv: StorageDriver, data_path: str, upload_id: str, name: str, owner: str,
+               now: Any) -> queries.Session | None:
+    """On a filesystem a request writing to the session holds the file's lock, which dies with its
+    process: when the lock is free, the lease belongs to a request that died (a crash mid-chunk)
+    and is taken over at once instead of when it runs out."""
+    if drv.remote:
+        return None
+    try:
+        drv.writer(data_path, append=True).cancel()
+    except (storage.WriterBusy, storage.PathNotFound):
+        return None
+    return queries.take_over_session(upload_id, name, owner, now + LEASE, now - _expiry())
 
 
 def _file_size(drv: StorageDriver, data_path: str, upload_id: str) -> int:
