@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tokens.principal import ROLE_RANK
 
@@ -49,6 +49,21 @@ class StoredToken:
             "expires_at": self.expires_at.isoformat(),
             "hash": self.digest,
         }, indent=1) + "\n"
+
+
+class TokenStore(Protocol):
+    """Where token records live: files (below) or the database (tokens.db_repository). Both pass
+    tests/test_token_repositories.py."""
+
+    def ensure_directory(self) -> None: ...
+
+    def save(self, token: StoredToken) -> None: ...
+
+    def get(self, digest: str) -> StoredToken | None: ...
+
+    def delete(self, digest: str) -> bool: ...
+
+    def all(self, prefix: str = "") -> list[StoredToken]: ...
 
 
 class CorruptRecord(ValueError):

@@ -17,7 +17,8 @@ from typing import Any
 from django.conf import settings
 
 from tokens.htpasswd import validate_username
-from tokens.repository import StoredToken, TokenRepository
+from tokens.db_repository import DatabaseTokenRepository
+from tokens.repository import StoredToken, TokenRepository, TokenStore
 
 ROLES = ("read", "write", "admin")
 TOKEN_PREFIX = "svc_"
@@ -108,11 +109,22 @@ class TokenRecord:
         }
 
 
+_DATABASE = DatabaseTokenRepository()
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
 
 
-def repository() -> TokenRepository:
+def repository() -> TokenStore:
+    """The configured token repository: files ([auth] token_storage) or the database."""
+    if settings.AUTH_TOKEN_BACKEND == "database":
+        return _DATABASE
+    return _repository_at(str(settings.AUTH_TOKEN_STORAGE))
+
+
+def file_repository() -> TokenRepository:
+    """The token files, whichever backend is configured (``manage.py copytokens`` reads them)."""
     return _repository_at(str(settings.AUTH_TOKEN_STORAGE))
 
 

@@ -1,0 +1,118 @@
+"""One suite for both token repositories (files and database): what the service layer relies on. Then
+the token API, the management commands and Bearer authentication with the database backend, and
+copying the files backend's tokens into the database without re-issuing any."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.support.auth import auth_on, auth_paths, bearer  # noqa: F401  (fixtures)
+from tokens import services
+from tokens.db_repository import DatabaseTokenRepository
+from tokens.repository import StoredToken, TokenRepository, TokenStore
+
+pytestmark = pytest.mark.django_db
+NOW = datetime(2026, 11, 24, 8, 0, tzinfo=timezone.utc)
+
+
+def record(n: int, owner: str = "alice", role: str = "read") -> StoredToken:
+    digest = hashlib.sha256(f"token {n}".encode()).hexdigest()
+    return StoredToken(digest, owner, role, f"token {n}", NOW, NOW + timedelta(days=n))
+
+
+@pytest.fixture(params=["files", "database"])
+def repo(request, tmp_path: Path) -> TokenStore:
+    return TokenRepository(tmp_path / "tokens") if request.param == "files" else DatabaseTokenRepository()
+
+
+def test_it_gets_what_it_saved_and_nothing_else(repo: TokenStore) -> None:
+    repo.ensure_directory()
+    repo.save(record(1))
+    assert repo.get(record(1).digest) == record(1)
+    assert repo.get(record(2).digest) is None
+    assert repo.get("not-a-digest") is None and repo.get("") is None
+
+
+def test_it_replaces_a_record_saved_again(repo: TokenStore) -> None:
+    repo.save(record(1))
+    changed = StoredToken(record(1).digest, "alice", "admin", "promoted", NOW, NOW + timedelta(days=9))
+    repo.save(changed)
+    assert repo.get(changed.digest) == changed
+    assert len(repo.all()) == 1
+
+
+def test_it_lists_all_records_or_those_of_a_hash_prefix(repo: TokenStore) -> None:
+    for n in range(1, 6):
+        repo.save(record(n, owner="alice" if n % 2 else "bob"))
+    assert {r.digest for r in repo.all()} == {record(n).digest for n in range(1, 6)}
+    prefix = record(3).digest[:16]
+    assert [r.digest for r in repo.all(prefix)] == [record(3).digest]
+    assert repo.all("0" * 16) == []
+
+
+def test_it_deletes_a_record_once(repo: TokenStore) -> None:
+    repo.save(record(1))
+    assert repo.delete(record(1).digest) is True
+    assert repo.get(record(1).digest) is None
+    assert repo.delete(record(1).digest) is False
+
+
+@pytest.fixture
+def database_backend(settings, auth_on) -> Any:  # noqa: F811
+    settings.AUTH_TOKEN_BACKEND = "database"
+    return auth_on
+
+
+def test_the_token_api_and_bearer_auth_work_with_the_database(client, database_backend) -> None:
+    body = {"username": "alice", "password": "wonderland"}
+    created = client.post("/api/tokens", json.dumps({**body, "role": "write"}), content_type="application/json")
+    assert created.status_code == 201
+    token, prefix = created.json()["token"], created.json()["hash_prefix"]
+    assert not database_backend.token_storage.exists() or not any(database_backend.token_storage.iterdir())
+    assert client.get("/v2/_catalog", HTTP_AUTHORIZATION=bearer(token)).status_code == 200
+    listed = client.post("/api/tokens/list", json.dumps(body), content_type="application/json").json()
+    assert [t["hash_prefix"] for t in listed["tokens"]] == [prefix]
+    revoked = client.post("/api/tokens/revoke", json.dumps({**body, "hash_prefix": prefix}),
+                          content_type="application/json")
+    assert revoked.status_code == 200
+    assert client.get("/v2/_catalog", HTTP_AUTHORIZATION=bearer(token)).status_code == 401
+
+
+def test_the_token_commands_work_with_the_database(database_backend) -> None:
+    out = io.StringIO()
+    call_command("createtoken", "--username", "ci", "--role", "admin", stdout=out, stderr=io.StringIO())
+    token = out.getvalue().strip()
+    assert services.authenticate_token(token).role == "admin"
+    listed = io.StringIO()
+    call_command("listtokens", "--json", stdout=listed)
+    [entry] = json.loads(listed.getvalue())["tokens"]
+    call_command("revoketoken", entry["hash_prefix"], stdout=io.StringIO())
+    assert services.authenticate_token(token) is None
+
+
+def test_copytokens_moves_every_file_token_into_the_database_unchanged(settings, auth_on) -> None:  # noqa: F811
+    kept = services.create_token("alice", "write", 30, "laptop")
+    expired = services.create_token("bob", "read", 1)
+    settings.AUTH_TOKEN_BACKEND = "database"
+    assert services.authenticate_token(kept.token) is None  # not in the database yet
+    out = io.StringIO()
+    call_command("copytokens", stdout=out)
+    assert out.getvalue().strip() == "copied 2 tokens into the database; 0 were there already."
+    assert services.authenticate_token(kept.token).owner == "alice"  # the same token, not a new one
+    assert {r.hash_prefix for r in services.list_tokens()} == {kept.hash_prefix, expired.hash_prefix}
+    again = io.StringIO()
+    call_command("copytokens", stdout=again)
+    assert again.getvalue().strip() == "copied 0 tokens into the database; 2 were there already."
+
+
+def test_copytokens_refuses_without_a_token_directory(settings, tmp_path) -> None:
+    settings.AUTH_TOKEN_STORAGE = tmp_path / "nowhere"
+    with pytest.raises(CommandError, match="no token directory"):
+        call_command("copytokens", stdout=io.StringIO())
