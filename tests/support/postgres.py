@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,12 @@ class Postgres:
     @property
     def url(self) -> str:
         return f"postgresql://registry@127.0.0.1:{self.port}/registry"
+
+    def new_database(self) -> str:
+        """The URL of a new, empty database in this cluster (one per test that needs its own)."""
+        name = f"registry_{uuid.uuid4().hex[:12]}"
+        self.query(f"CREATE DATABASE {name}")
+        return f"postgresql://registry@127.0.0.1:{self.port}/{name}"
 
     def _run(self, *command: str) -> subprocess.CompletedProcess[str]:
         if os.geteuid() == 0:
