@@ -12,6 +12,10 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v radosgw >/dev/null || need+=(radosgw)
 command -v ceph-mon >/dev/null || need+=(ceph-mon)
 command -v ceph-osd >/dev/null || need+=(ceph-osd)
+# Several replicas behind a load balancer (tests/support/cluster.py), and podman as a client.
+command -v haproxy >/dev/null || need+=(haproxy)
+command -v podman >/dev/null || need+=(podman)
+command -v curl >/dev/null || need+=(curl)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
