@@ -37,17 +37,18 @@ def delete_repository(name: str, driver: StorageDriver | None = None) -> Deleted
         tags, _ = Tag.objects.filter(repository=repository).delete()
         manifests, _ = Manifest.objects.filter(repository=repository).only("id").delete()
         blob_links, _ = BlobLink.objects.filter(repository=repository).delete()
-        upload_ids = list(Upload.objects.filter(repository=repository).values_list("id", flat=True))
+        sessions = list(Upload.objects.filter(repository=repository).values_list("id", "storage_state"))
         Upload.objects.filter(repository=repository).delete()
         Repository.objects.filter(pk=repository.pk).delete()
-    _remove_upload_data(upload_ids, driver or default_driver())
-    return DeletedRepository(name, tags, manifests, blob_links, len(upload_ids))
+    _remove_upload_data(sessions, driver or default_driver())
+    return DeletedRepository(name, tags, manifests, blob_links, len(sessions))
 
 
-def _remove_upload_data(upload_ids: list[str], driver: StorageDriver) -> None:
+def _remove_upload_data(sessions: list[tuple[str, dict]], driver: StorageDriver) -> None:
     # After the commit: a crash before this leaves session data without a session, which
     # uploads.purge_expired removes once it is older than the upload expiry.
-    for upload_id in upload_ids:
+    for upload_id, state in sessions:
+        driver.abort(paths.upload_data(upload_id), state or {})
         try:
             driver.delete(paths.upload_dir(upload_id))
         except PathNotFound:

@@ -440,10 +440,14 @@ class S3Writer:
     def seal(self) -> None:
         """Complete the upload: the bytes become one object at ``path``."""
         client, bucket = self._driver.client, self._driver.bucket
-        if self._tail and (self._buffer or self._upload_id is None):
+        if self._tail and self._buffer:
             self._absorb_tail()
         try:
-            if self._upload_id is None:
+            if self._upload_id is None and self._tail:
+                # Less than a part in all, stored as a tail: it becomes the object by a copy.
+                client.copy_object(Bucket=bucket, Key=self._key,
+                                   CopySource={"Bucket": bucket, "Key": self._tail_key(self._tails_written)})
+            elif self._upload_id is None:
                 client.put_object(Bucket=bucket, Key=self._key, Body=bytes(self._buffer))
             else:
                 if self._buffer:

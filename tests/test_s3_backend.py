@@ -1,0 +1,114 @@
+"""The registry on the S3 backend (moto here; tests/e2e/test_replicas.py runs it on Ceph RGW): chunked
+uploads with whole parts and tails, the running hash kept between requests, redirects, and garbage
+collection, scrub, purgeuploads and deleterepo working on the bucket."""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from datetime import timedelta
+from typing import Any, Iterator
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from registry.models import Upload
+from registry.services import gc, scrub, uploads
+from registry.storage import default_driver
+from registry.storage.s3 import S3Driver
+from tests.support.registry_client import digest_of, patch, put_upload, start_upload
+from tests.support.s3 import BUCKET, moto_driver
+
+pytestmark = pytest.mark.django_db
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def s3(settings) -> Iterator[S3Driver]:
+    with moto_driver(prefix="reg"):
+        settings.REGISTRY_STORAGE = {**settings.REGISTRY_STORAGE, "backend": "s3", "s3_bucket": BUCKET,
+                                     "s3_prefix": "reg", "s3_access_key": "testing", "s3_secret_key": "testing",
+                                     "s3_endpoint": "", "redirect_endpoint": ""}
+        default_driver.cache_clear()
+        driver = default_driver()
+        driver.client.create_bucket(Bucket=BUCKET)
+        assert isinstance(driver, S3Driver)
+        yield driver
+        default_driver.cache_clear()
+
+
+def _chunked_push(client: Any, name: str, data: bytes, sizes: list[int]) -> str:
+    location = start_upload(client, name)["Location"]
+    offset = 0
+    for size in sizes:
+        location = patch(client, location, data[offset:offset + size], f"{offset}-{offset + size - 1}")["Location"]
+        offset += size
+    done = put_upload(client, location, digest_of(data))
+    assert done.status_code == 201, done.content
+    return digest_of(data)
+
+
+def test_a_chunked_upload_is_a_multipart_upload_checked_without_reading_back(client, s3: S3Driver) -> None:
+    data = os.urandom(14 * MiB)
+    blob_digest = _chunked_push(client, "team/app", data, [6 * MiB, 6 * MiB, 2 * MiB])
+    assert s3.counters.gets == 0  # whole parts, and the hash resumed from the session each time
+    assert s3.read(f"blobs/sha256/{blob_digest[7:9]}/{blob_digest[7:]}/data") == data
+    assert list(s3.walk("uploads")) == []  # the upload's objects went with the commit
+
+
+def test_small_chunks_become_a_tail_read_back_once_per_request(client, s3: S3Driver) -> None:
+    data = os.urandom(3 * MiB)
+    _chunked_push(client, "team/app", data, [MiB, MiB, MiB])
+    assert s3.counters.bytes_read == MiB + 2 * MiB  # each later chunk prepends the tail before it
+
+
+def test_blob_gets_redirect_to_a_presigned_url_and_heads_answer_from_the_database(client, s3, settings) -> None:
+    blob_digest = _chunked_push(client, "team/app", b"layer bytes", [11])
+    reply = client.get(f"/v2/team/app/blobs/{blob_digest}")
+    assert reply.status_code == 307 and "X-Amz-Signature=" in reply["Location"]
+    assert reply["Docker-Content-Digest"] == blob_digest
+    gets = s3.counters.gets
+    head = client.head(f"/v2/team/app/blobs/{blob_digest}")
+    assert head.status_code == 200 and head["Content-Length"] == "11" and s3.counters.gets == gets
+    settings.REGISTRY_REDIRECT = False
+    ranged = client.get(f"/v2/team/app/blobs/{blob_digest}", HTTP_RANGE="bytes=2-6")
+    assert ranged.status_code == 206 and b"".join(ranged.streaming_content) == b"yer b"
+
+
+def test_garbage_collection_and_scrub_work_on_the_bucket(client, s3: S3Driver) -> None:
+    kept = _chunked_push(client, "team/app", b"referenced by nothing yet", [25])
+    Upload.objects.all().delete()
+    result = gc.collect(gc.Options(grace=timedelta(0)))
+    assert result.blobs == 1 and result.bytes_freed == 25
+    assert list(s3.walk("blobs")) == []
+    s3.write("blobs/sha256/ab/" + "ab" * 32 + "/data", b"orphan")  # data without a row
+    found = scrub.scrub(repair=True, grace=timedelta(0))
+    assert [p.kind for p in found.problems] == ["orphaned"] and list(s3.walk("blobs")) == []
+    assert kept
+
+
+def test_expired_sessions_abort_their_multipart_uploads(client, s3: S3Driver) -> None:
+    location = start_upload(client, "team/app")["Location"]
+    patch(client, location, os.urandom(6 * MiB), f"0-{6 * MiB - 1}")
+    assert s3.client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
+    Upload.objects.update(updated_at=timezone.now() - timedelta(days=2))
+    assert uploads.purge_expired() == 1
+    assert not s3.client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
+    assert list(s3.walk("uploads")) == []
+
+
+def test_deleterepo_forgets_the_repository_and_its_sessions(client, s3: S3Driver) -> None:
+    location = start_upload(client, "team/gone")["Location"]
+    patch(client, location, os.urandom(6 * MiB), f"0-{6 * MiB - 1}")
+    out = io.StringIO()
+    call_command("deleterepo", "team/gone", "--no-input", stdout=out)
+    assert "team/gone" in out.getvalue()
+    assert not Upload.objects.exists() and list(s3.walk("uploads")) == []
+    assert not s3.client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
+
+
+def test_the_digest_of_a_finished_upload_matches_hashlib(client, s3: S3Driver) -> None:
+    data = os.urandom(9 * MiB + 5)
+    blob_digest = _chunked_push(client, "team/app", data, [5 * MiB + 1, 4 * MiB + 4])
+    assert blob_digest == "sha256:" + hashlib.sha256(data).hexdigest()
