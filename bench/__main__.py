@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
 import shutil
 import signal
 import statistics
@@ -27,6 +28,7 @@ from bench.servers import (
     Endpoint,
     Ours,
     Reference,
+    S3Bucket,
     cpu_seconds,
     ensure_reference_installed,
 )
@@ -48,15 +50,19 @@ class Servers:
         self.started: list[Any] = []
         self.sides: dict[str, tuple[Side, Side]] = {}
         self.starting: list[threading.Thread] = []
+        self.rgw: Any = None
 
     def start(self, pairs: set[str]) -> None:
         anon = bool(pairs & {"anon", "bearer"})
         auth = bool(pairs & {"basic", "bearer"})
+        bucket = self._start_s3() if "s3" in pairs else None
         servers = {
             "ours": Ours(self.scratch / "ours") if anon else None,
             "reference": Reference(self.scratch / "reference") if anon else None,
             "ours-auth": Ours(self.scratch / "ours-auth", auth=True) if auth else None,
             "reference-auth": Reference(self.scratch / "reference-auth", auth=True) if "basic" in pairs else None,
+            "ours-s3": Ours(self.scratch / "ours-s3", s3=bucket) if bucket else None,
+            "reference-s3": Reference(self.scratch / "reference-s3", s3=bucket) if bucket else None,
         }
         self.started = [s for s in servers.values() if s is not None]
         errors: list[BaseException] = []
@@ -81,10 +87,24 @@ class Servers:
             self.sides["basic"] = (self._side("ours", servers["ours-auth"], BASIC, "ours-basic"),
                                    self._side("reference", servers["reference-auth"], BASIC,
                                               "reference-basic"))
+        if bucket:
+            self.sides["s3"] = (self._side("ours", servers["ours-s3"], None, "ours-s3"),
+                                self._side("reference", servers["reference-s3"], None, "reference-s3"))
         token = servers["ours-auth"].token if auth else None
         if "bearer" in pairs and token:
             self.sides["bearer"] = (self._side("ours", servers["ours-auth"], f"Bearer {token}", "ours-bearer"),
                                     self._side("ours anon", servers["ours"], None, "ours-anon"))
+
+    def _start_s3(self) -> S3Bucket:
+        """Ceph RGW on loopback (tests/support/rgw.py) and one bucket both registries write to."""
+        from tests.support.rgw import start_rgw
+        from tests.support.s3 import rgw_driver
+
+        os.environ.pop("AWS_CA_BUNDLE", None)
+        print("  starting Ceph RGW for the s3 workloads", flush=True)
+        self.rgw = start_rgw(debug_rgw=0, memstore_bytes=12 * 1024 ** 3)
+        bucket = rgw_driver(self.rgw.endpoint, self.rgw.access_key, self.rgw.secret_key).bucket
+        return S3Bucket(self.rgw.endpoint, bucket, self.rgw.access_key, self.rgw.secret_key)
 
     def _side(self, label: str, server: Any, authorization: str | None, name: str = "") -> Side:
         endpoint = Endpoint(label, server.endpoint.host, server.endpoint.port, authorization)
@@ -105,6 +125,8 @@ class Servers:
             thread.start()
         for thread in threads:
             thread.join()
+        if self.rgw is not None:
+            self.rgw.stop()
 
 
 def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes, rounds: int,

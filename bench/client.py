@@ -152,7 +152,17 @@ class Client:
         return digest
 
     def pull_hashed(self, repo: str, digest: str) -> tuple[int, str]:
-        response = self.request("GET", f"/v2/{repo}/blobs/{digest}")
+        """GET a blob and hash it; a 307 (object storage) is followed, as registry clients do."""
+        response = self.request("GET", f"/v2/{repo}/blobs/{digest}", expect=(200, 307))
+        store = None
+        if response.status == 307:
+            response.read()
+            target = urlsplit(response.getheader("Location") or "")
+            store = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=900)
+            store.request("GET", target.path + (f"?{target.query}" if target.query else ""))
+            response = store.getresponse()
+            if response.status != 200:
+                raise ClientError(f"{self.endpoint.label}: the redirect answered {response.status}")
         hasher = hashlib.sha256()
         buf = bytearray(PIECE)
         view = memoryview(buf)
@@ -160,6 +170,8 @@ class Client:
         while n := response.readinto(buf):
             hasher.update(view[:n])
             total += n
+        if store is not None:
+            store.close()
         return total, "sha256:" + hasher.hexdigest()
 
     def mount(self, repo: str, digest: str, source_repo: str) -> bool:

@@ -120,8 +120,13 @@ class Ours:
 
     label = "ours"
 
-    def __init__(self, workdir: Path, auth: bool = False) -> None:
+    def __init__(self, workdir: Path, auth: bool = False, s3: "S3Bucket | None" = None) -> None:
         env = {"SVC_AUTH_ENABLED": "true" if auth else "false"}
+        if s3 is not None:
+            env |= {"SVC_STORAGE_BACKEND": "s3", "SVC_STORAGE_S3_ENDPOINT": s3.endpoint,
+                    "SVC_STORAGE_S3_BUCKET": s3.bucket, "SVC_STORAGE_S3_PREFIX": "ours",
+                    "SVC_STORAGE_S3_ACCESS_KEY": s3.access_key, "SVC_STORAGE_S3_SECRET_KEY": s3.secret_key,
+                    "SVC_SECRET_KEY": "bench-replicas-share-this-key"}
         self.auth = auth
         self.server = RegistryServer(workdir, env_overrides=env, workers=DEFAULTS["server"]["workers"])
         self.token: str | None = None
@@ -158,6 +163,32 @@ class Ours:
         self.server.stop()
 
 
+@dataclass(frozen=True)
+class S3Bucket:
+    """A bucket both registries of the S3 workloads use (each under its own prefix)."""
+
+    endpoint: str
+    bucket: str
+    access_key: str
+    secret_key: str
+
+
+REFERENCE_FILESYSTEM = """\
+  filesystem:
+    rootdirectory: {root}"""
+
+# distribution's s3 driver, with its defaults (10 MiB chunks, redirects to presigned URLs on).
+REFERENCE_S3 = """\
+  s3:
+    accesskey: {access_key}
+    secretkey: {secret_key}
+    region: us-east-1
+    regionendpoint: {endpoint}
+    bucket: {bucket}
+    rootdirectory: /reference
+    secure: false
+    v4auth: true"""
+
 REFERENCE_CONFIG = """\
 version: 0.1
 log:
@@ -166,8 +197,7 @@ log:
 storage:
   cache:
     blobdescriptor: inmemory
-  filesystem:
-    rootdirectory: {root}
+{driver}
   delete:
     enabled: true
 http:
@@ -190,6 +220,7 @@ class Reference:
 
     workdir: Path
     auth: bool = False
+    s3: S3Bucket | None = None
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
     label: str = field(default="reference", init=False)
@@ -203,9 +234,13 @@ class Reference:
             make_htpasswd(self.workdir / "users.htpasswd")
             auth = REFERENCE_AUTH.format(path=self.workdir / "users.htpasswd")
         config = self.workdir / "config.yml"
-        config.write_text(REFERENCE_CONFIG.format(root=self.workdir / "storage", port=self.port, auth=auth))
+        driver = (REFERENCE_S3.format(**vars(self.s3)) if self.s3 is not None
+                  else REFERENCE_FILESYSTEM.format(root=self.workdir / "storage"))
+        config.write_text(REFERENCE_CONFIG.format(driver=driver, port=self.port, auth=auth))
         log = (self.workdir / "registry.log").open("ab")
-        self.process = subprocess.Popen([binary, "serve", str(config)], stdout=log,
+        # Its AWS SDK refuses plain-HTTP endpoints while AWS_CA_BUNDLE is set.
+        env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
+        self.process = subprocess.Popen([binary, "serve", str(config)], stdout=log, env=env,
                                         stderr=subprocess.STDOUT, start_new_session=True)
         self._wait(timeout)
 

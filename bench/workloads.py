@@ -5,6 +5,7 @@ ours anonymous); ``run_index`` differs between runs on one side so that every ru
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import statistics
@@ -41,6 +42,7 @@ class Sizes:
     image_layers: int = 5
     image_bytes: int = 200 * MIB
     memory_blob: int = 1024 * MIB
+    s3_blob: int = 128 * MIB
     rollout_pullers: int = 300
     rollout_blob: int = 32 * MIB
     rollout_pushers: int = 100
@@ -51,7 +53,7 @@ class Sizes:
 
 QUICK = Sizes(blob=16 * MIB, chunk=4 * MIB, small_blobs=48, load_seconds=0.3, tags=60,
               catalog_small=60, catalog_large=150, catalog_page=50, list_repeats=5,
-              image_bytes=5 * MIB, memory_blob=48 * MIB, rollout_pullers=30, rollout_blob=4 * MIB,
+              image_bytes=5 * MIB, memory_blob=48 * MIB, s3_blob=16 * MIB, rollout_pullers=30, rollout_blob=4 * MIB,
               rollout_pushers=10, rollout_push_blob=2 * MIB, rollout_chunk=MIB, rollout_rate=2 * MIB)
 
 
@@ -321,6 +323,20 @@ def _memory(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
     return {"mem_peak": peak[0] / MIB, "mem_growth": (peak[0] - baseline) / MIB}
 
 
+# On S3 (Ceph RGW): the same blob workloads, both registries in one bucket --------------------------
+
+def _on_s3(runner: Runner) -> Runner:
+    def run(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
+        figures = runner(side, dataclasses.replace(sizes, blob=sizes.s3_blob), i)
+        return {f"s3_{key}" if key not in ("ops",) else key: value for key, value in figures.items()}
+
+    return run
+
+
+def _prepare_s3_pull(side: Side, sizes: Sizes) -> None:
+    _prepare_pull(side, dataclasses.replace(sizes, blob=sizes.s3_blob))
+
+
 # Rollout ------------------------------------------------------------------------------------------
 
 ROLLOUT_REPO = "bench/rollout"
@@ -421,6 +437,19 @@ def workloads(sizes: Sizes) -> list[Workload]:
                    "s", False),
             Figure("skopeo_out", "skopeo copy out", "s", False),
         ], _skopeo, _prepare_skopeo, rounds=2),
+        Workload("s3-push-monolithic", "s3",
+                 [Figure("s3_push_mono", f"S3: blob push {sizes.s3_blob // MIB} MiB, monolithic", "MiB/s", True, 1.0)],
+                 _on_s3(_push_mono), rounds=2),
+        Workload("s3-push-chunked", "s3",
+                 [Figure("s3_push_chunked", f"S3: blob push {sizes.s3_blob // MIB} MiB, {sizes.chunk // MIB} MiB chunks",
+                         "MiB/s", True, 1.0)], _on_s3(_push_chunked), rounds=2),
+        Workload("s3-pull", "s3",
+                 [Figure("s3_pull", f"S3: blob pull {sizes.s3_blob // MIB} MiB, hashed (307 to the store)", "MiB/s",
+                         True, 1.0)], _on_s3(_pull), _prepare_s3_pull, rounds=2),
+        Workload("s3-small-pushes", "s3",
+                 [Figure("s3_small_push", f"S3: {sizes.small_blobs} x {sizes.small_size // 1024} KiB blob pushes, "
+                         f"{sizes.clients} clients", "blobs/s", True, 1.0)], _on_s3(_small_pushes), rounds=2,
+                 op="push"),
         Workload("rollout-pull", "anon",
                  _rollout_labels("rollout_pull", f"{sizes.rollout_pullers} pulls of {sizes.rollout_blob // MIB} MiB "
                                  f"at {sizes.rollout_rate // MIB} MiB/s"), _rollout_pull, _prepare_rollout),

@@ -200,8 +200,11 @@ def status(name: str, upload_id: str, driver: StorageDriver | None = None) -> Up
     return UploadStatus(upload_id, name, offset)
 
 
-def _stream_into(opened: _Open, body: Body, drv: StorageDriver, content_range: tuple[int, int] | None) -> None:
-    """Append ``body``; on any failure the stored bytes are cut back to where they were."""
+def _stream_into(opened: _Open, body: Body, drv: StorageDriver, content_range: tuple[int, int] | None,
+                 seal: bool = False) -> None:
+    """Append ``body``; on any failure the stored bytes are cut back to where they were. With
+    ``seal`` the upload is finished by the same writer (an object store then stores the last bytes
+    once, as the last part, instead of as a tail it would copy again)."""
     offset = opened.offset
     if content_range is not None:
         begin, end = content_range
@@ -237,7 +240,7 @@ def _stream_into(opened: _Open, body: Body, drv: StorageDriver, content_range: t
             _renew(opened)
         if body.length is not None and received != body.length:
             raise SizeInvalid(f"received {received} bytes, Content-Length said {body.length}")
-        writer.commit()
+        writer.seal() if seal else writer.commit()
     except storage.StorageFull as exc:
         writer.cancel()
         raise StorageFull(str(exc)) from None
@@ -292,12 +295,12 @@ def finish(
     drv = _driver(driver)
     with _leased(name, upload_id, drv) as opened:
         if body is not None and (body.length is None or body.length > 0):
-            _stream_into(opened, body, drv, content_range)
-        data_path = paths.upload_data(upload_id)
-        try:
-            drv.writer(data_path, append=True, state=opened.storage_state).seal()
-        except storage.WriterBusy:
-            raise UploadOutOfOrder("a chunk of this upload is still being written", opened.offset) from None
+            _stream_into(opened, body, drv, content_range, seal=True)
+        else:
+            try:
+                drv.writer(paths.upload_data(upload_id), append=True, state=opened.storage_state).seal()
+            except storage.WriterBusy:
+                raise UploadOutOfOrder("a chunk of this upload is still being written", opened.offset) from None
         usable = opened.hasher is not None and opened.hasher.name == digest.algorithm
         actual = opened.hasher.hexdigest() if usable else _rehash(upload_id, digest.algorithm, drv)
         if actual != digest.hex:

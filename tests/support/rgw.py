@@ -58,7 +58,7 @@ osd data = {dir}/osd/$cluster-$id
 osd objectstore = memstore
 memstore device bytes = {memstore}
 [client.rgw.x]
-rgw frontends = beast endpoint=127.0.0.1:{rgw_port}
+rgw frontends = beast endpoint=127.0.0.1:{rgw_port} tcp_nodelay=1
 rgw data = {dir}/rgw
 rgw enable usage log = false
 debug rgw = {debug_rgw}
@@ -77,6 +77,7 @@ class RGW:
     access_key: str = ACCESS_KEY
     secret_key: str = SECRET_KEY
     debug_rgw: int = 1  # 1: one log line per request (what the tests count GETs with)
+    memstore_bytes: int = MEMSTORE_BYTES
     started: list[str] = field(default_factory=list)
 
     @property
@@ -106,7 +107,7 @@ class RGW:
         self.mon_port, self.port = free_port(), free_port()
         fsid = str(uuid.uuid4())
         Path(self.conf).write_text(CONFIG.format(fsid=fsid, mon_port=self.mon_port, rgw_port=self.port,
-                                                 dir=self.directory, memstore=MEMSTORE_BYTES,
+                                                 dir=self.directory, memstore=self.memstore_bytes,
                                                  debug_rgw=self.debug_rgw))
         deadline = time.monotonic() + timeout
         monmap = str(self.directory / "monmap")
@@ -166,6 +167,7 @@ class RGW:
         self.started.clear()
 
 
-def start_rgw(debug_rgw: int = 1) -> RGW:
+def start_rgw(debug_rgw: int = 1, memstore_bytes: int = MEMSTORE_BYTES) -> RGW:
     """A running RGW with a user, in a new temp directory; raises RGWUnavailable otherwise."""
-    return RGW(Path(tempfile.mkdtemp(prefix="registry-rgw-")), debug_rgw=debug_rgw).start()
+    return RGW(Path(tempfile.mkdtemp(prefix="registry-rgw-")), debug_rgw=debug_rgw,
+               memstore_bytes=memstore_bytes).start()
