@@ -3,7 +3,7 @@
     <token_storage>/                  0700
         <64 hex digits of sha256>     0600  {"owner", "role", "description",
                                              "created_at", "expires_at", "hash"}
-        .tmp-*                        a write in progress (renamed into place when complete)
+        .<64 hex digits>.*.tmp        a write in progress (renamed into place when complete)
 
 The token itself is never stored. Looking a token up is one hash and one open(); every gunicorn
 worker sees a revocation at once because it is the deletion of that file. A file that is not a
@@ -17,12 +17,12 @@ import logging
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from regsite.files import fsync_directory, replace_file
 from tokens.principal import ROLE_RANK
 
 log = logging.getLogger(__name__)
@@ -109,17 +109,7 @@ class TokenRepository:
 
     def save(self, token: StoredToken) -> None:
         self.ensure_directory()
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")  # mkstemp makes it 0600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(token.to_json())
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.directory / token.digest)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        self._fsync_directory()
+        replace_file(self.directory / token.digest, token.to_json().encode("utf-8"), mode=0o600)
 
     def get(self, digest: str) -> StoredToken | None:
         if not DIGEST.match(digest):
@@ -167,7 +157,7 @@ class TokenRepository:
             (self.directory / digest).unlink()
         except FileNotFoundError:
             return False
-        self._fsync_directory()
+        fsync_directory(self.directory)
         return True
 
     def all(self, prefix: str = "") -> list[StoredToken]:
@@ -189,10 +179,3 @@ class TokenRepository:
                 if record is not None:
                     found.append(record)
         return found
-
-    def _fsync_directory(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

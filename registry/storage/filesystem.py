@@ -6,10 +6,10 @@ import errno
 import fcntl
 import os
 import shutil
-import uuid
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
+from regsite.files import fsync_directory, replace_file
 from registry.storage.driver import (
     FileInfo,
     InvalidPath,
@@ -18,14 +18,6 @@ from registry.storage.driver import (
     StorageFull,
     WriterBusy,
 )
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # Dirty pages are handed to the disk every this many bytes while an upload streams in, so the fsync
@@ -146,17 +138,9 @@ class FilesystemDriver:
 
     def write(self, path: str, data: bytes) -> None:
         full = self._full(path)
-        tmp = full.with_name(f".{full.name}.{uuid.uuid4().hex}.tmp")
         try:
-            full.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, full)
-            _fsync_dir(full.parent)
+            replace_file(full, data, mode=0o644)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise _translate(exc, path) from exc
 
     def open(self, path: str, offset: int = 0) -> BinaryIO:
@@ -193,7 +177,7 @@ class FilesystemDriver:
         try:
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
-            _fsync_dir(dst.parent)
+            fsync_directory(dst.parent)
         except OSError as exc:
             raise _translate(exc, source) from exc
 
