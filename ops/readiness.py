@@ -17,7 +17,7 @@ from django.conf import settings
 
 from registry.models import Repository
 from registry.storage import default_driver, paths
-from registry.storage.driver import PathNotFound
+from registry.storage.driver import delete_if_exists
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,7 @@ def storage() -> str | None:
             if driver.read(probe) != PROBE_DATA:
                 return "storage root returned different bytes than written"
         finally:
-            try:
-                driver.delete(probe)
-            except PathNotFound:
-                pass
+            delete_if_exists(driver, probe)
     except Exception as exc:  # StorageError, OSError, or a root that cannot be created
         log.warning("readiness: storage root %s is not writable: %s", settings.REGISTRY_STORAGE_ROOT, exc)
         return "storage root is not writable"

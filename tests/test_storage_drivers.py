@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.storage.driver import InvalidPath, PathNotFound, StorageDriver, WriterBusy
+from registry.storage.driver import InvalidPath, PathNotFound, StorageDriver, WriterBusy, delete_if_exists
 from registry.storage.filesystem import FilesystemDriver
 from registry.storage.memory import MemoryDriver
 
@@ -152,6 +152,14 @@ def test_it_deletes_a_file_or_a_whole_tree(driver) -> None:
     with pytest.raises(PathNotFound):
         driver.stat("tree/sub/deeper/c")
     assert driver.read("keep/d") == b"."
+
+
+def test_it_deletes_what_may_already_be_gone(driver) -> None:
+    driver.write("tree/a", b".")
+    assert delete_if_exists(driver, "tree") is True
+    assert delete_if_exists(driver, "tree") is False
+    with pytest.raises(InvalidPath):
+        delete_if_exists(driver, "../tree")
 
 
 def test_it_walks_every_file_below_a_path(driver) -> None:

@@ -39,7 +39,7 @@ from registry.models import Blob, BlobLink, Manifest, ManifestReference, Reposit
 from registry.services import uploads
 from registry.services.digest_locks import lock_digests
 from registry.storage import default_driver, paths
-from registry.storage.driver import PathNotFound, StorageDriver
+from registry.storage.driver import PathNotFound, StorageDriver, delete_if_exists
 
 BATCH = 200
 DATA_BATCH = 50
@@ -342,11 +342,7 @@ def _delete_blob_files(driver: StorageDriver, digest: Digest) -> int:
         size = driver.stat(paths.blob_data(digest)).size
     except PathNotFound:
         size = 0
-    try:
-        driver.delete(paths.blob_dir(digest))
-    except PathNotFound:
-        return 0
-    return size
+    return size if delete_if_exists(driver, paths.blob_dir(digest)) else 0
 
 
 def unreachable_manifests(repository_id: int, cutoff: datetime) -> dict[int, str]:

@@ -13,7 +13,7 @@ from django.db import transaction
 from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag, Upload
 from registry.services.common import get_repository
 from registry.storage import default_driver, paths
-from registry.storage.driver import PathNotFound, StorageDriver
+from registry.storage.driver import StorageDriver, delete_if_exists
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,4 @@ def _remove_upload_data(upload_ids: list[str], driver: StorageDriver) -> None:
     # After the commit: a crash before this leaves session data without a session, which
     # uploads.purge_expired removes once it is older than the upload expiry.
     for upload_id in upload_ids:
-        try:
-            driver.delete(paths.upload_dir(upload_id))
-        except PathNotFound:
-            pass
+        delete_if_exists(driver, paths.upload_dir(upload_id))

@@ -20,7 +20,7 @@ from registry.models import Blob, BlobLink
 from registry.services.digest_locks import lock_digests
 from registry.services.gc import BATCH, PROGRESS_EVERY, delete_data_without_rows
 from registry.storage import default_driver, paths
-from registry.storage.driver import PathNotFound, StorageDriver
+from registry.storage.driver import PathNotFound, StorageDriver, delete_if_exists
 
 CHUNK_SIZE = 1024 * 1024
 CORRUPT, MISSING, ORPHANED = "corrupt", "missing", "orphaned"
@@ -128,10 +128,7 @@ def _repair(drv: StorageDriver, problem: Problem) -> Problem:
         else:
             # Corrupt data goes first, inside the transaction: a crash before the commit leaves a
             # row without data, which the next scrub removes, and no pull gets the bad bytes.
-            try:
-                drv.delete(paths.blob_dir(digest))
-            except PathNotFound:
-                pass
+            delete_if_exists(drv, paths.blob_dir(digest))
         BlobLink.objects.filter(blob__digest=problem.digest).delete()
         Blob.objects.filter(digest=problem.digest).delete()
     return Problem(problem.kind, problem.digest, problem.detail, repaired=True)

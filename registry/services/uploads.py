@@ -320,10 +320,7 @@ def _discard(upload_id: str, drv: StorageDriver) -> None:
 
 def _remove_data(upload_id: str, drv: StorageDriver) -> None:
     _hashes.drop(upload_id)
-    try:
-        drv.delete(paths.upload_dir(upload_id))
-    except storage.PathNotFound:
-        pass
+    storage.delete_if_exists(drv, paths.upload_dir(upload_id))
 
 
 def purge_expired(

@@ -82,3 +82,24 @@ class StorageDriver(Protocol):
         """Every file below ``path``."""
 
     def free_bytes(self) -> int: ...
+
+
+def check_path(path: str) -> str:
+    """``path`` when it is a relative, slash-separated path that stays below the root; else InvalidPath.
+
+    Every driver calls this before touching anything, so no path can reach outside its root.
+    """
+    if not path or path.startswith("/") or "\x00" in path or any(
+        part in ("", ".", "..") for part in path.split("/")
+    ):
+        raise InvalidPath(path)
+    return path
+
+
+def delete_if_exists(driver: StorageDriver, path: str) -> bool:
+    """Delete a file or tree that may already be gone (a crash, a concurrent cleanup); True if it was there."""
+    try:
+        driver.delete(path)
+    except PathNotFound:
+        return False
+    return True

@@ -12,11 +12,11 @@ from typing import BinaryIO, Callable, Iterator
 from regsite.files import fsync_directory, replace_file
 from registry.storage.driver import (
     FileInfo,
-    InvalidPath,
     PathNotFound,
     StorageError,
     StorageFull,
     WriterBusy,
+    check_path,
 )
 
 
@@ -120,15 +120,7 @@ class FilesystemDriver:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def _full(self, path: str) -> Path:
-        parts = path.split("/")
-        if (
-            not path
-            or path.startswith("/")
-            or "\x00" in path
-            or any(part in ("", ".", "..") for part in parts)
-        ):
-            raise InvalidPath(path)
-        return self.root.joinpath(*parts)
+        return self.root.joinpath(*check_path(path).split("/"))
 
     def read(self, path: str) -> bytes:
         try:
