@@ -26,7 +26,6 @@ from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import (
     DigestInvalid,
     SizeInvalid,
-    StorageFull,
     UploadInvalid,
     UploadOutOfOrder,
     UploadUnknown,
@@ -111,12 +110,9 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
     repository = ensure_repository(name)
     upload_id = uuid.uuid4().hex
     drv = _driver(driver)
-    try:
-        # Appending nothing creates the empty file without an fsync, which could not make its
-        # directory entry durable anyway: a session whose file is lost reads as unknown.
-        drv.writer(paths.upload_data(upload_id), append=True).commit()
-    except storage.StorageFull as exc:
-        raise StorageFull(str(exc)) from None
+    # Appending nothing creates the empty file without an fsync, which could not make its
+    # directory entry durable anyway: a session whose file is lost reads as unknown.
+    drv.writer(paths.upload_data(upload_id), append=True).commit()
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cursor:
         cursor.execute(_insert_session_sql(), [upload_id, repository.pk, algorithm, now, now])
@@ -205,10 +201,7 @@ def _stream_into(
         if body.length is not None and received != body.length:
             raise SizeInvalid(f"received {received} bytes, Content-Length said {body.length}")
         writer.commit()
-    except storage.StorageFull as exc:
-        writer.cancel()
-        raise StorageFull(str(exc)) from None
-    except BaseException:
+    except BaseException:  # StorageFull too: the view answers it with 507
         writer.cancel()
         raise
     new_offset = offset + received
