@@ -15,19 +15,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import stat
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from registry.digests import HEX
 from regsite.files import fsync_directory, replace_file
 from tokens.principal import ROLE_RANK
 
 log = logging.getLogger(__name__)
 
-DIGEST = re.compile(r"^[0-9a-f]{64}$")
+DIGEST = HEX["sha256"]  # a record's file name: the hex SHA-256 of its token
 MAX_FILE_BYTES = 64 * 1024
 
 
@@ -112,7 +112,7 @@ class TokenRepository:
         replace_file(self.directory / token.digest, token.to_json().encode("utf-8"), mode=0o600)
 
     def get(self, digest: str) -> StoredToken | None:
-        if not DIGEST.match(digest):
+        if not DIGEST.fullmatch(digest):
             return None
         path = os.path.join(self.directory, digest)  # a str: pathlib cost more than the lstat
         try:
@@ -170,7 +170,7 @@ class TokenRepository:
         for entry in entries:
             if entry.name.startswith("."):
                 continue
-            if not DIGEST.match(entry.name):
+            if not DIGEST.fullmatch(entry.name):
                 log.warning("%s in token storage %s is not a token file; ignored",
                             entry.name[:80], self.directory)
                 continue

@@ -9,11 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry.services.manifest_format import INDEX_TYPES
+from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
 
-IMAGE_CONFIG_TYPES = frozenset(
-    {"application/vnd.oci.image.config.v1+json", "application/vnd.docker.container.image.v1+json"}
-)
 TITLE = "org.opencontainers.image.title"
 # buildx stores provenance/SBOM attestations as index children with platform unknown/unknown.
 ATTESTATION_KEY = "vnd.docker.reference.type"

@@ -6,30 +6,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from registry.digests import Digest
+from registry.media_types import (
+    FOREIGN_LAYER_TYPES,
+    INDEX_TYPES,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    SCHEMA1_TYPES,
+    SUPPORTED_TYPES,
+)
 from registry.services.exceptions import ManifestInvalid
-
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-IMAGE_TYPES = frozenset({OCI_MANIFEST, DOCKER_MANIFEST})
-INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
-SUPPORTED_TYPES = IMAGE_TYPES | INDEX_TYPES
-SCHEMA1_TYPES = frozenset(
-    {
-        "application/vnd.docker.distribution.manifest.v1+json",
-        "application/vnd.docker.distribution.manifest.v1+prettyjws",
-    }
-)
-# Layers that live elsewhere by design (Windows base layers): never required to be in the registry.
-FOREIGN_LAYER_TYPES = frozenset(
-    {
-        "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
-        "application/vnd.oci.image.layer.nondistributable.v1.tar",
-        "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
-        "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
-    }
-)
 
 
 @dataclass(frozen=True)
