@@ -189,3 +189,24 @@ def test_it_accepts_only_text_the_database_can_store(doc: dict[str, Any], field:
         return
     assert storable(parsed.referrer_artifact_type, 255)
     assert all(storable(k) and storable(v) for k, v in parsed.annotations.items())
+
+
+STORED_TYPES = st.one_of(st.sampled_from(sorted(mt.SUPPORTED_TYPES)), st.text(max_size=30))
+
+
+@given(st.one_of(st.binary(max_size=300), JSON.map(lambda doc: json.dumps(doc).encode()),
+                 MANIFEST_LIKE.map(lambda doc: json.dumps(doc).encode())), STORED_TYPES)
+def test_the_lenient_reading_of_a_stored_body_never_raises(body: bytes, media_type: str) -> None:
+    stored = mf.read_stored(body, media_type)
+    assert stored.media_type == media_type
+    for d in stored.blobs + stored.children + ([stored.subject] if stored.subject else []):
+        assert Digest.parse_or_none(d.digest) is not None  # it keeps only what parse would accept
+
+
+@settings(max_examples=200)
+@given(st.one_of(MANIFEST_LIKE, GOOD_IMAGES, GOOD_INDEXES), CONTENT_TYPES)
+def test_the_pages_read_every_accepted_manifest_as_the_api_did(doc: dict[str, Any], content_type: str | None) -> None:
+    body = json.dumps(doc).encode()
+    parsed = parse_or_invalid(body, content_type)
+    if parsed is not None:
+        assert mf.read_stored(body, parsed.media_type) == parsed

@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from regsite.files import fsync_directory, replace_file
 from registry.storage.driver import (
     FileInfo,
     PathNotFound,
@@ -18,7 +17,7 @@ from registry.storage.driver import (
     WriterBusy,
     check_path,
 )
-
+from regsite.files import fsync_directory, replace_file
 
 # Dirty pages are handed to the disk every this many bytes while an upload streams in, so the fsync
 # of commit finds little left to write instead of the whole blob (for 256 MiB: ~80 ms on an idle
