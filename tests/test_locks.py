@@ -73,7 +73,7 @@ def test_it_refuses_names_that_are_not_lock_names(locks) -> None:
                 pass
 
 
-def test_the_collectors_file_lock_is_where_earlier_releases_flock_it(storage_root) -> None:  # type: ignore[no-untyped-def]
+def test_the_collectors_file_lock_is_where_earlier_releases_flock_it(storage_root: Path) -> None:
     schedule = storage_root / paths.GC_SCHEDULE
     schedule.parent.mkdir(parents=True)
     fd = os.open(schedule, os.O_RDWR | os.O_CREAT, 0o644)

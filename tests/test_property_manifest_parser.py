@@ -205,7 +205,9 @@ def test_the_lenient_reading_of_a_stored_body_never_raises(body: bytes, media_ty
 
 @settings(max_examples=200)
 @given(st.one_of(MANIFEST_LIKE, GOOD_IMAGES, GOOD_INDEXES), CONTENT_TYPES)
-def test_the_pages_read_every_accepted_manifest_as_the_api_did(doc: dict[str, Any], content_type: str | None) -> None:
+def test_the_pages_read_every_accepted_manifest_as_the_api_did(
+    doc: dict[str, Any], content_type: str | None
+) -> None:
     body = json.dumps(doc).encode()
     parsed = parse_or_invalid(body, content_type)
     if parsed is not None:

@@ -10,6 +10,7 @@ from django.test import Client, override_settings
 from ops.ui import configs
 from ops.ui.format import ago, relative, short_digest, size
 from ops.ui.manifests import summarize
+from registry.media_types import OCI_CONFIG
 from registry.models import BlobLink
 from tests.support.ui_fixtures import client_seeder, plain_static  # noqa: F401
 from tests.support.ui_seed import OCI_MANIFEST
@@ -73,7 +74,7 @@ def test_it_shows_only_what_the_api_would_accept_of_a_stored_body() -> None:
 
 def test_it_reads_history_against_the_layers_it_produced() -> None:
     body = summarize(json.dumps({
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + "c" * 64, "size": 9},
+        "config": {"mediaType": OCI_CONFIG, "digest": "sha256:" + "c" * 64, "size": 9},
         "layers": [{"mediaType": "l", "digest": "sha256:" + "1" * 64, "size": 10},
                    {"mediaType": "l", "digest": "sha256:" + "2" * 64, "size": 20}],
     }).encode(), OCI_MANIFEST)

@@ -46,7 +46,8 @@ class Descriptor:
     @property
     def attestation(self) -> bool:
         """An index entry holding build attestations rather than an image for a platform."""
-        return self.annotations.get(ATTESTATION_KEY) == "attestation-manifest" or self.platform == "unknown/unknown"
+        marked = self.annotations.get(ATTESTATION_KEY) == "attestation-manifest"
+        return marked or self.platform == "unknown/unknown"
 
 
 @dataclass(frozen=True)

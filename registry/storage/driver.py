@@ -97,7 +97,10 @@ def check_path(path: str) -> str:
 
 
 def delete_if_exists(driver: StorageDriver, path: str) -> bool:
-    """Delete a file or tree that may already be gone (a crash, a concurrent cleanup); True if it was there."""
+    """Delete a file or tree that may be gone already (after a crash, by a concurrent cleanup).
+
+    True when it was there.
+    """
     try:
         driver.delete(path)
     except PathNotFound:
