@@ -1,7 +1,7 @@
 """htpasswd users: bcrypt entries only, re-read when the file changes, successful checks cached.
 
-docker sends Basic credentials with every request of a push, and a bcrypt run costs tens of
-milliseconds, so a correct password is verified at most once a minute per process and user. The
+docker sends Basic credentials with every request of a push, and bcrypt is slow by design (that is
+its defence), so a correct password is verified at most once a minute per process and user. The
 cache key hashes the stored hash too: changing a password in the file invalidates it at once.
 Failures are never cached, and an unknown user still pays one bcrypt run so that timing does not
 tell which users exist.

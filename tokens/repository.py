@@ -90,7 +90,7 @@ def parse_record(digest: str, raw: bytes) -> StoredToken:
 
 # Parsed records by path, each with the identity of the file it came from. A lookup still stats
 # the file, so a revocation (the file's deletion) or a rewrite is seen at once by every worker;
-# only the open, read and JSON parse (a third of a Bearer request's extra cost) are saved.
+# only the open, read and JSON parse (most of what a Bearer token adds to a request) are saved.
 _FileKey = tuple[int, int, int, int]
 _parsed: dict[str, tuple[_FileKey, StoredToken]] = {}
 _PARSED_MAX = 4096

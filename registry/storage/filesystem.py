@@ -20,8 +20,8 @@ from registry.storage.driver import (
 from regsite.files import fsync_directory, replace_file
 
 # Dirty pages are handed to the disk every this many bytes while an upload streams in, so the fsync
-# of commit finds little left to write instead of the whole blob (for 256 MiB: ~80 ms on an idle
-# disk, over a second on a busy one). The data stays in the page cache for pulls.
+# of commit finds little left to write instead of the whole blob, whose wait grows with its size and
+# with how busy the disk is. The data stays in the page cache for pulls.
 WRITEBACK_BYTES = 8 * 1024 * 1024
 _SYNC_FILE_RANGE_WRITE = 2
 
@@ -89,7 +89,7 @@ class FileWriter:
     def commit(self) -> None:
         if self._size == self._start and not self._truncated:
             # Nothing changed through this writer (an upload's closing PUT holds one only for its
-            # lock): an fsync would only wait on the journal, a third of a small push's time.
+            # lock): an fsync would only wait on the journal, a large part of a small push's time.
             self._close()
             return
         try:
