@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
 def fsync_directory(directory: Path | str) -> None:
@@ -21,32 +22,9 @@ def fsync_directory(directory: Path | str) -> None:
         os.close(fd)
 
 
-def _write_temp(directory: Path, name: str, data: bytes, mode: int) -> str:
-    """A fully written, fsynced temporary file next to ``name``; its path."""
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return tmp
-
-
 def replace_file(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Atomically replace (or create) ``path`` with ``data``; the parent directory is created."""
-    directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = _write_temp(directory, path.name, data, mode)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_directory(directory)
+    _put(path, data, mode, os.replace)
 
 
 def create_file(path: Path, data: bytes, mode: int = 0o600) -> bool:
@@ -55,14 +33,24 @@ def create_file(path: Path, data: bytes, mode: int = 0o600) -> bool:
     Of several processes racing to create the same file exactly one wins, and none of them can read
     it before its content is complete.
     """
-    directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = _write_temp(directory, path.name, data, mode)
     try:
-        os.link(tmp, path)
+        _put(path, data, mode, os.link)  # link(2), unlike rename(2), refuses an existing target
     except FileExistsError:
         return False
-    finally:
-        os.unlink(tmp)
-    fsync_directory(directory)
     return True
+
+
+def _put(path: Path, data: bytes, mode: int, place: Callable[[str, Path], None]) -> None:
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        place(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # gone after a rename; the spare name after a link
+    fsync_directory(directory)
