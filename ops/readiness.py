@@ -17,7 +17,7 @@ from django.conf import settings
 
 from registry.models import Repository
 from registry.storage import default_driver, paths
-from registry.storage.driver import PathNotFound
+from registry.storage.driver import delete_if_exists
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,7 @@ def storage() -> str | None:
             if driver.read(probe) != PROBE_DATA:
                 return "storage root returned different bytes than written"
         finally:
-            try:
-                driver.delete(probe)
-            except PathNotFound:
-                pass
+            delete_if_exists(driver, probe)
     except Exception as exc:  # StorageError, OSError, or a root that cannot be created
         log.warning("readiness: %s is not writable: %s", _where(), exc)
         return "bucket is not writable" if driver_is_remote() else "storage root is not writable"

@@ -1,7 +1,8 @@
 """The error catalogue: every OCI error code once, with its HTTP status, and the one renderer.
 
-Services raise domain exceptions (registry.services.exceptions); ``response_for`` turns any of them
-into the ``{"errors": [{"code", "message", "detail"}]}`` envelope with the right status.
+Services raise domain exceptions (registry.services.exceptions) and pass a full storage device
+through (registry.storage.driver.StorageFull); ``response_for`` turns any of them into the
+``{"errors": [{"code", "message", "detail"}]}`` envelope with the right status.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from django.http import HttpResponse
 
 from registry.services import exceptions as exc
+from registry.storage.driver import StorageFull
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,12 @@ INTERNAL = ErrorCode("UNKNOWN", "internal server error", 500)
 UNAVAILABLE = ErrorCode("UNAVAILABLE", "service unavailable", 503)
 ENDPOINT_UNKNOWN = ErrorCode("UNSUPPORTED", "no registry endpoint at this path", 404)
 
-# Domain exception -> (code, status when it differs from the code's own).
-EXCEPTION_CODES: dict[type[exc.RegistryError], tuple[ErrorCode, int | None]] = {
+# The errors a registry view answers with the envelope rather than a 500.
+ANSWERED = (exc.RegistryError, StorageFull)
+Answered = exc.RegistryError | StorageFull
+
+# Exception -> (code, status when it differs from the code's own).
+EXCEPTION_CODES: dict[type[Exception], tuple[ErrorCode, int | None]] = {
     exc.NameInvalid: (NAME_INVALID, None),
     exc.NameUnknown: (NAME_UNKNOWN, None),
     exc.TagInvalid: (MANIFEST_INVALID, None),
@@ -62,7 +68,7 @@ EXCEPTION_CODES: dict[type[exc.RegistryError], tuple[ErrorCode, int | None]] = {
     exc.PaginationInvalid: (PAGINATION_NUMBER_INVALID, None),
     exc.RangeNotSatisfiable: (RANGE_INVALID, None),
     exc.DeleteDisabled: (UNSUPPORTED, None),
-    exc.StorageFull: (STORAGE_FULL, None),
+    StorageFull: (STORAGE_FULL, None),
 }
 
 
@@ -89,14 +95,18 @@ def error_response(
     return response
 
 
-def response_for(error: exc.RegistryError) -> HttpResponse:
+def response_for(error: Answered) -> HttpResponse:
     for cls in type(error).__mro__:
         if cls in EXCEPTION_CODES:
             code, status = EXCEPTION_CODES[cls]
             break
     else:
         code, status = INTERNAL, None
-    response = error_response(code, error.message or None, error.detail, status)
+    if isinstance(error, exc.RegistryError):
+        message, detail = error.message, error.detail
+    else:
+        message, detail = str(error), None
+    response = error_response(code, message or None, detail, status)
     if isinstance(error, exc.UploadOutOfOrder):
         response["Range"] = f"0-{max(error.offset - 1, 0)}"
     if isinstance(error, exc.RangeNotSatisfiable):

@@ -37,6 +37,7 @@ class Session:
     hash_state: bytes | None
     storage_state: dict[str, Any]
     live: bool  # not idle for longer than the upload expiry
+    lease_owner: str = ""
 
 
 @lru_cache(maxsize=2)
@@ -62,10 +63,11 @@ def acquire_session(upload_id: str, name: str, owner: str, now: datetime, until:
                    else None, _json(storage_state), bool(live))
 
 
-def take_over_session(upload_id: str, name: str, owner: str, until: datetime,
+def take_over_session(upload_id: str, name: str, previous: str, owner: str, until: datetime,
                       live_after: datetime) -> Session | None:
-    """Take the lease whoever holds it (its holder is known to be gone)."""
-    updated = Upload.objects.filter(id=upload_id, repository__name=name).update(lease_owner=owner, lease_until=until)
+    """Take the lease from ``previous`` (known to be gone), unless someone took it first."""
+    updated = Upload.objects.filter(id=upload_id, repository__name=name, lease_owner=previous).update(
+        lease_owner=owner, lease_until=until)
     if not updated:
         return None
     return read_session(upload_id, name, live_after)
@@ -74,13 +76,14 @@ def take_over_session(upload_id: str, name: str, owner: str, until: datetime,
 def read_session(upload_id: str, name: str, live_after: datetime) -> Session | None:
     """The session's state without its lease (for a status request or a refusal)."""
     row = (Upload.objects.filter(id=upload_id, repository__name=name)
-           .values_list("repository_id", "algorithm", "offset", "hash_state", "storage_state", "updated_at")
+           .values_list("repository_id", "algorithm", "offset", "hash_state", "storage_state", "updated_at",
+                        "lease_owner")
            .first())
     if row is None:
         return None
-    repository_id, algorithm, offset, hash_state, storage_state, updated_at = row
+    repository_id, algorithm, offset, hash_state, storage_state, updated_at, owner = row
     return Session(upload_id, repository_id, algorithm, offset, bytes(hash_state) if hash_state is not None
-                   else None, _json(storage_state), updated_at >= live_after)
+                   else None, _json(storage_state), updated_at >= live_after, owner)
 
 
 def insert_session(upload_id: str, repository_id: int, algorithm: str, now: datetime) -> None:

@@ -1,10 +1,10 @@
 """Garbage collection every ``[gc] interval_hours`` inside the service, once per interval in all.
 
 Each gunicorn worker runs a daemon thread (started by gunicorn.conf.py) that wakes every
-``POLL_SECONDS`` and tries to take an exclusive, non-blocking ``flock`` on ``_gc/schedule`` under the
-storage root. The holder reads the time of the last scheduled run from that file and collects when
+``POLL_SECONDS`` and tries to hold the collector's lock (``registry.locks``, named ``gc``) without
+waiting. The holder reads the time of the last scheduled run from the lock's note and collects when
 an interval has passed since. The lock lets one worker (of this or of another replica sharing the
-storage) run at a time, and the time kept in the shared file makes the run happen once per interval,
+lock) run at a time, and the time kept with the lock makes the run happen once per interval,
 whichever worker gets there first. ``manage.py garbagecollect`` takes the same lock, so a manual or
 cron collection and a scheduled one never overlap.
 
@@ -13,20 +13,18 @@ untagged manifests, which only an explicit ``garbagecollect --delete-untagged`` 
 """
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import random
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import timedelta
-from pathlib import Path
 from typing import Iterator
 
 from django.conf import settings
 from django.db import connections
 
+from registry.locks import Held, LockHeld, default_locks
 from registry.services import gc
 from registry.storage import paths
 
@@ -39,37 +37,26 @@ class CollectionRunning(Exception):
     """Another garbage collection holds the lock."""
 
 
-def _schedule_path() -> Path:
-    return Path(settings.REGISTRY_STORAGE_ROOT) / paths.GC_SCHEDULE
-
-
 @contextmanager
-def exclusive() -> Iterator[int]:
-    """Hold the collector's lock; yields the descriptor of the schedule file. Never waits."""
-    path = _schedule_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+def exclusive() -> Iterator[Held]:
+    """Hold the collector's lock for the block; CollectionRunning at once when another run has it."""
+    with ExitStack() as stack:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CollectionRunning(f"another garbage collection is running (lock {path})") from None
-        yield fd
-    finally:
-        os.close(fd)  # releases the lock
+            held = stack.enter_context(default_locks().hold(paths.GC_LOCK))
+        except LockHeld as exc:
+            raise CollectionRunning(f"another garbage collection is running ({exc})") from None
+        yield held
 
 
-def _last_run(fd: int) -> float | None:
+def _last_run(held: Held) -> float | None:
     try:
-        return float(os.pread(fd, 64, 0).decode().strip())
-    except (UnicodeDecodeError, ValueError):
+        return float(held.note())
+    except ValueError:
         return None
 
 
-def _record_run(fd: int, when: float) -> None:
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{when!r}\n".encode(), 0)
-    os.fsync(fd)
+def _record_run(held: Held, when: float) -> None:
+    held.set_note(repr(when))
 
 
 def run_if_due(now: float | None = None) -> gc.Result | None:
@@ -79,10 +66,10 @@ def run_if_due(now: float | None = None) -> gc.Result | None:
         return None
     now = time.time() if now is None else now
     try:
-        with exclusive() as fd:
-            last = _last_run(fd)
+        with exclusive() as held:
+            last = _last_run(held)
             if last is None:
-                _record_run(fd, now)  # first start: the first run is one interval from now
+                _record_run(held, now)  # first start: the first run is one interval from now
                 return None
             if now - last < interval:
                 return None
@@ -91,7 +78,7 @@ def run_if_due(now: float | None = None) -> gc.Result | None:
                 options = gc.Options(grace=timedelta(hours=settings.REGISTRY_GC_GRACE_HOURS))
                 result = gc.collect(options, report=log.debug)
             finally:
-                _record_run(fd, now)  # a failing run is retried one interval later, not every poll
+                _record_run(held, now)  # a failing run is retried one interval later, not every poll
     except CollectionRunning:
         return None
     log.info("scheduled garbage collection finished: %s", result.summary(dry_run=False))

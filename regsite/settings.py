@@ -5,25 +5,18 @@ import os
 import secrets
 from pathlib import Path
 
-from regsite import config
+from regsite import config, files
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 SVC = config.load_or_exit()
 
 
 def _secret_key(path: Path) -> str:
-    # Every gunicorn worker must sign sessions with the same key, so it lives in a file made once.
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_urlsafe(50)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(key)
-        return key
-    except FileExistsError:  # another worker created it first
-        return path.read_text().strip()
+    # Every gunicorn worker must sign sessions with the same key, so it lives in a file made once;
+    # workers starting together race to create it, and the losers read the winner's key.
+    if not path.exists():
+        files.create_file(path, secrets.token_urlsafe(50).encode("ascii"), mode=0o600)
+    return path.read_text().strip()
 
 
 SECRET_KEY = os.environ.get("SVC_SECRET_KEY") or _secret_key(Path(SVC["server"]["secret_key_file"]))

@@ -17,6 +17,7 @@ os.environ.setdefault("SVC_AUTH_HTPASSWD_FILE", str(_SCRATCH / "users.htpasswd")
 
 import pytest  # noqa: E402
 
+from registry.locks import default_locks  # noqa: E402
 from registry.storage import default_driver  # noqa: E402
 
 
@@ -33,10 +34,12 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 @pytest.fixture(autouse=True)
 def storage_root(settings, tmp_path: Path) -> Iterator[Path]:
-    """Each test gets an empty storage root, used by the default filesystem driver."""
+    """Each test gets an empty storage root, used by the default filesystem driver and file locks."""
     root = tmp_path / "storage"
     root.mkdir()
     settings.REGISTRY_STORAGE_ROOT = root
     default_driver.cache_clear()
+    default_locks.cache_clear()
     yield root
     default_driver.cache_clear()
+    default_locks.cache_clear()

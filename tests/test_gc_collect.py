@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from registry.digests import Digest
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Tag, Upload
-from registry.services import blobs, gc, manifests, uploads
+from registry.services import blobs, gc, manifests, sweep, uploads
 from registry.storage import default_driver, paths
 from tests.support.lifecycle import (
     age_everything,
@@ -189,8 +189,8 @@ def test_it_purges_expired_upload_sessions() -> None:
 
 
 def test_it_prints_progress_lines_on_large_stores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gc, "PROGRESS_EVERY", 2)
-    monkeypatch.setattr(gc, "BATCH", 2)
+    monkeypatch.setattr(sweep, "PROGRESS_EVERY", 2)
+    monkeypatch.setattr(sweep, "BATCH", 2)
     for i in range(5):
         push_blob("team/app", f"blob {i}".encode())
     lines: list[str] = []

@@ -13,7 +13,7 @@ from django.db import connection
 
 from registry.digests import Digest
 from registry.models import Blob, BlobLink, ManifestReference
-from registry.services import blobs, gc, manifests, uploads
+from registry.services import blobs, gc, manifests, sweep, uploads
 from registry.services.exceptions import ManifestBlobUnknown
 from registry.storage import default_driver, paths
 from tests.support.lifecycle import (
@@ -83,14 +83,14 @@ def _put(name: str, body: bytes) -> Callable[[], str]:
 @pytest.fixture(autouse=True)
 def wide_race_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the collector pause between choosing what to delete and locking it, where a push lands."""
-    real = gc.lock_digests
+    real = sweep.lock_digests
 
     def slow_lock(digests):  # type: ignore[no-untyped-def]
         time.sleep(random.uniform(0, 0.01))
         real(digests)
 
-    monkeypatch.setattr(gc, "lock_digests", slow_lock)
-    monkeypatch.setattr(gc, "WRITER_PAUSE", 0.001)  # fairness to other writers is not tested here
+    monkeypatch.setattr(sweep, "lock_digests", slow_lock)
+    monkeypatch.setattr(sweep, "WRITER_PAUSE", 0.001)  # fairness to other writers is not tested here
 
 
 def test_it_never_stores_a_manifest_whose_blobs_a_concurrent_collection_removes() -> None:

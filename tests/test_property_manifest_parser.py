@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from registry import media_types as mt
 from registry.digests import Digest
 from registry.services import manifest_format as mf
 from registry.services.exceptions import ManifestInvalid
@@ -27,7 +28,7 @@ JSON = st.recursive(
     max_leaves=20,
 )
 MEDIA_TYPES = st.one_of(
-    st.sampled_from(sorted(mf.SUPPORTED_TYPES | mf.SCHEMA1_TYPES) + ["application/json", "text/html"]),
+    st.sampled_from(sorted(mt.SUPPORTED_TYPES | mt.SCHEMA1_TYPES) + ["application/json", "text/html"]),
     st.text(max_size=30),
 )
 
@@ -68,13 +69,13 @@ GOOD_DESCRIPTOR = st.fixed_dictionaries(
 )
 GOOD_IMAGES = st.fixed_dictionaries({
     "schemaVersion": st.just(2),
-    "mediaType": st.sampled_from(sorted(mf.IMAGE_TYPES)),
+    "mediaType": st.sampled_from(sorted(mt.IMAGE_TYPES)),
     "config": GOOD_DESCRIPTOR,
     "layers": st.lists(GOOD_DESCRIPTOR, max_size=4),
 }, optional={"subject": GOOD_DESCRIPTOR, "artifactType": GOOD_TEXT})
 GOOD_INDEXES = st.fixed_dictionaries({
     "schemaVersion": st.just(2),
-    "mediaType": st.sampled_from(sorted(mf.INDEX_TYPES)),
+    "mediaType": st.sampled_from(sorted(mt.INDEX_TYPES)),
     "manifests": st.lists(GOOD_DESCRIPTOR, max_size=4),
 }, optional={"subject": GOOD_DESCRIPTOR, "annotations": GOOD_ANNOTATIONS})
 CONTENT_TYPES = st.one_of(st.none(), MEDIA_TYPES, MEDIA_TYPES.map(lambda t: t + "; charset=utf-8"))
@@ -102,7 +103,7 @@ def check_consistent(doc: dict[str, Any], content_type: str | None) -> None:
     parsed = parse_or_invalid(json.dumps(doc).encode(), content_type)
     if parsed is None:
         return
-    assert parsed.media_type in mf.SUPPORTED_TYPES
+    assert parsed.media_type in mt.SUPPORTED_TYPES
     assert doc["schemaVersion"] == 2
     for d in parsed.blobs + parsed.children + ([parsed.subject] if parsed.subject else []):
         assert Digest.parse_or_none(d.digest) is not None
@@ -141,17 +142,17 @@ def test_it_accepts_or_refuses_a_corrupted_manifest_cleanly(
 @given(st.integers(min_value=1, max_value=200_000), st.sampled_from(["[", '{"a":', '{"config":[']))
 def test_it_refuses_deeply_nested_json_without_crashing(depth: int, opener: str) -> None:
     closer = {"[": "]", '{"a":': "}", '{"config":[': "]}"}[opener]
-    parse_or_invalid((opener * depth + "1" + closer * depth).encode(), mf.OCI_MANIFEST)
+    parse_or_invalid((opener * depth + "1" + closer * depth).encode(), mt.OCI_MANIFEST)
 
 
 def test_it_refuses_json_nested_deeper_than_python_can_decode() -> None:
-    assert parse_or_invalid(b"[" * 1_000_000 + b"]" * 1_000_000, mf.OCI_MANIFEST) is None
+    assert parse_or_invalid(b"[" * 1_000_000 + b"]" * 1_000_000, mt.OCI_MANIFEST) is None
 
 
 @given(st.sampled_from(["NaN", "Infinity", "-Infinity", "1" * 5000, '"\\ud800"', "\"\\u0000\""]))
 def test_it_refuses_json_oddities(value: str) -> None:
-    body = ('{"schemaVersion":2,"mediaType":"%s","config":%s,"layers":[]}' % (mf.OCI_MANIFEST, value)).encode()
-    assert parse_or_invalid(body, mf.OCI_MANIFEST) is None
+    body = ('{"schemaVersion":2,"mediaType":"%s","config":%s,"layers":[]}' % (mt.OCI_MANIFEST, value)).encode()
+    assert parse_or_invalid(body, mt.OCI_MANIFEST) is None
 
 
 NASTY_TEXT = st.one_of(
@@ -188,3 +189,26 @@ def test_it_accepts_only_text_the_database_can_store(doc: dict[str, Any], field:
         return
     assert storable(parsed.referrer_artifact_type, 255)
     assert all(storable(k) and storable(v) for k, v in parsed.annotations.items())
+
+
+STORED_TYPES = st.one_of(st.sampled_from(sorted(mt.SUPPORTED_TYPES)), st.text(max_size=30))
+
+
+@given(st.one_of(st.binary(max_size=300), JSON.map(lambda doc: json.dumps(doc).encode()),
+                 MANIFEST_LIKE.map(lambda doc: json.dumps(doc).encode())), STORED_TYPES)
+def test_the_lenient_reading_of_a_stored_body_never_raises(body: bytes, media_type: str) -> None:
+    stored = mf.read_stored(body, media_type)
+    assert stored.media_type == media_type
+    for d in stored.blobs + stored.children + ([stored.subject] if stored.subject else []):
+        assert Digest.parse_or_none(d.digest) is not None  # it keeps only what parse would accept
+
+
+@settings(max_examples=200)
+@given(st.one_of(MANIFEST_LIKE, GOOD_IMAGES, GOOD_INDEXES), CONTENT_TYPES)
+def test_the_pages_read_every_accepted_manifest_as_the_api_did(
+    doc: dict[str, Any], content_type: str | None
+) -> None:
+    body = json.dumps(doc).encode()
+    parsed = parse_or_invalid(body, content_type)
+    if parsed is not None:
+        assert mf.read_stored(body, parsed.media_type) == parsed

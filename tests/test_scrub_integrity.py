@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from registry.digests import Digest
 from registry.models import Blob, BlobLink
-from registry.services import blobs, scrub
+from registry.services import blobs, scrub, sweep
 from registry.services.exceptions import BlobUnknown
 from registry.storage import default_driver, paths
 from tests.support.lifecycle import digest_of, has_data, has_row, push_blob, push_image
@@ -121,7 +121,7 @@ def test_it_removes_what_is_broken_with_repair_so_that_clients_push_again() -> N
 
 
 def test_it_prints_progress_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scrub, "PROGRESS_EVERY", 2)
+    monkeypatch.setattr(sweep, "PROGRESS_EVERY", 2)
     for i in range(4):
         push_blob("team/app", f"blob {i}".encode())
     lines: list[str] = []

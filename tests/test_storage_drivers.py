@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from registry.storage.driver import InvalidPath, PathNotFound, StorageDriver, WriterBusy
+from registry.storage.driver import InvalidPath, PathNotFound, StorageDriver, WriterBusy, delete_if_exists
 from registry.storage.filesystem import FilesystemDriver
 from registry.storage.memory import MemoryDriver
 from tests.support.s3 import moto_driver
@@ -190,6 +190,14 @@ def test_it_deletes_a_file_or_a_whole_tree(driver) -> None:
     with pytest.raises(PathNotFound):
         driver.stat("tree/sub/deeper/c")
     assert driver.read("keep/d") == b"."
+
+
+def test_it_deletes_what_may_already_be_gone(driver) -> None:
+    driver.write("tree/a", b".")
+    assert delete_if_exists(driver, "tree") is True
+    assert delete_if_exists(driver, "tree") is False
+    with pytest.raises(InvalidPath):
+        delete_if_exists(driver, "../tree")
 
 
 def test_it_walks_every_file_below_a_path(driver) -> None:

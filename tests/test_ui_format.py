@@ -10,6 +10,7 @@ from django.test import Client, override_settings
 from ops.ui import configs
 from ops.ui.format import ago, relative, short_digest, size
 from ops.ui.manifests import summarize
+from registry.media_types import OCI_CONFIG
 from registry.models import BlobLink
 from tests.support.ui_fixtures import client_seeder, plain_static  # noqa: F401
 from tests.support.ui_seed import OCI_MANIFEST
@@ -58,10 +59,24 @@ def test_it_summarizes_whatever_body_is_stored() -> None:
     assert odd.layers == [] and odd.config is None
 
 
+def test_it_shows_only_what_the_api_would_accept_of_a_stored_body() -> None:
+    good = {"mediaType": "l", "digest": "sha256:" + "1" * 64, "size": 10}
+    odd = summarize(json.dumps({
+        "config": {"mediaType": "c", "digest": "sha256:c", "size": 9},
+        "layers": [good, {**good, "digest": "sha256:2"}, {**good, "size": -1}, {**good, "annotations": {"k": 1}}],
+        "subject": {"mediaType": "m", "digest": "nope", "size": 1},
+        "annotations": {"ok": "yes"},
+    }).encode(), OCI_MANIFEST)
+    assert odd.config is None and odd.subject == ""
+    assert [(layer.digest, layer.size) for layer in odd.layers] == [(good["digest"], 10)]
+    assert odd.annotations == {"ok": "yes"}
+
+
 def test_it_reads_history_against_the_layers_it_produced() -> None:
     body = summarize(json.dumps({
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:c", "size": 9},
-        "layers": [{"mediaType": "l", "digest": "sha256:1", "size": 10}, {"mediaType": "l", "digest": "sha256:2", "size": 20}],
+        "config": {"mediaType": OCI_CONFIG, "digest": "sha256:" + "c" * 64, "size": 9},
+        "layers": [{"mediaType": "l", "digest": "sha256:" + "1" * 64, "size": 10},
+                   {"mediaType": "l", "digest": "sha256:" + "2" * 64, "size": 20}],
     }).encode(), OCI_MANIFEST)
     config = configs.parse_config(json.dumps({"history": [
         {"created_by": "ADD base"}, {"created_by": "ENV X=1", "empty_layer": True}, {"created_by": "COPY app"},

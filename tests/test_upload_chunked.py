@@ -1,6 +1,7 @@
 """end-5, end-6, end-13, end-14: chunked and streamed PATCH, status, closing PUT, cancel."""
 from __future__ import annotations
 
+import subprocess
 from datetime import timedelta
 
 import pytest
@@ -182,10 +183,26 @@ def test_it_takes_over_the_lease_of_a_request_that_died_mid_chunk(client, locati
     patch(client, location, DATA[:1000], "0-999")
     upload_id = location.rsplit("/", 1)[1]
     now = timezone.now()  # leased by a request whose process is gone: nobody holds the file's lock
-    queries.acquire_session(upload_id, "team/app", "dead", now, now + timedelta(minutes=2),
-                            now - timedelta(hours=1))
+    dead = _exited_pid()
+    queries.acquire_session(upload_id, "team/app", f"abcdef012345.{dead}.{uploads._host()}", now,
+                            now + timedelta(minutes=2), now - timedelta(hours=1))
     patch(client, location, DATA[1000:], "1000-3071")
     assert put_upload(client, location, digest_of(DATA)).status_code == 201
+
+
+def _exited_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_a_lease_held_on_another_host_is_waited_for(client, location) -> None:
+    patch(client, location, DATA[:1000], "0-999")
+    upload_id = location.rsplit("/", 1)[1]
+    now = timezone.now()
+    queries.acquire_session(upload_id, "team/app", f"abcdef012345.{_exited_pid()}.0123456789", now,
+                            now + timedelta(minutes=2), now - timedelta(hours=1))
+    assert patch(client, location, DATA[1000:], "1000-3071").status_code == 416
 
 
 def test_it_forgets_the_session_once_complete(client, location) -> None:
@@ -221,15 +238,14 @@ def test_it_hashes_the_stored_bytes_again_when_no_saved_hash_fits(client, locati
 def test_it_refuses_to_complete_while_a_chunk_is_still_being_written(client, location) -> None:
     patch(client, location, DATA[:1000], "0-999")
     upload_id = location.rsplit("/", 1)[1]
-    now = timezone.now()  # another request holds the session's lease and is writing to its file
-    assert queries.acquire_session(upload_id, "team/app", "other", now, now + timedelta(minutes=2),
+    now = timezone.now()  # another request, in a live process (this one), holds the session's lease
+    holder = uploads._owner()
+    assert queries.acquire_session(upload_id, "team/app", holder, now, now + timedelta(minutes=2),
                                    now - timedelta(hours=1)) is not None
-    in_flight = default_driver().writer(paths.upload_data(upload_id), append=True)
     response = put_upload(client, location, digest_of(DATA[:1000]))
     assert response.status_code == 416
     assert response["Location"] == location and response["Range"] == "0-999"
-    in_flight.cancel()
-    queries.release_session(upload_id, "other")
+    queries.release_session(upload_id, holder)
     done = put_upload(client, location, digest_of(DATA[:1000]))
     assert done.status_code == 201
     assert body_of(client.get(done["Location"])) == DATA[:1000]

@@ -1,7 +1,7 @@
 """htpasswd users: bcrypt entries only, re-read when the file changes, successful checks cached.
 
-docker sends Basic credentials with every request of a push, and a bcrypt run costs tens of
-milliseconds, so a correct password is verified at most once a minute per process and user. The
+docker sends Basic credentials with every request of a push, and bcrypt is slow by design (that is
+its defence), so a correct password is verified at most once a minute per process and user. The
 cache key hashes the stored hash too: changing a password in the file invalidates it at once.
 Failures are never cached, and an unknown user still pays one bcrypt run so that timing does not
 tell which users exist.
@@ -12,7 +12,6 @@ import hashlib
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import bcrypt
 from django.conf import settings
+
+from regsite.files import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -195,26 +196,6 @@ def set_password(path: Path, username: str, password: str, cost: int = DEFAULT_C
     kept = [line for line in lines if line.partition(":")[0].strip() != username]
     new_user = len(kept) == len(lines)
     kept.append(f"{username}:{hashed}")
-    _atomic_write(path, "\n".join(kept) + "\n", mode)
+    replace_file(path, ("\n".join(kept) + "\n").encode("utf-8"), mode)
     return new_user
 
-
-def _atomic_write(path: Path, text: str, mode: int) -> None:
-    directory = path.resolve().parent
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

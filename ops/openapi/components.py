@@ -4,11 +4,11 @@ from __future__ import annotations
 from typing import Any
 
 from registry import errors
+from registry.digests import DIGEST_PATTERN
+from registry.media_types import OCI_INDEX
 from registry.names import NAME_RE, TAG_RE
 
 JSON = "application/json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-DIGEST_PATTERN = r"^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$"
 EXAMPLE_DIGEST = "sha256:b5b2b2c507a0944348e0303114d8d93aaaa081732b86451d9bce1f432a537bc7"
 EXAMPLE_TOKEN = "svc_Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGx"
 EXAMPLE_PREFIX = "3f9a1c0e5b7d2a64"

@@ -3,16 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ops.openapi.components import OCI_INDEX, Spec, ref, response
+from ops.openapi.components import Spec, ref, response
+from registry.media_types import MANIFEST_TYPES, OCI_INDEX
 
 TAG = "registry"
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
-MANIFEST_TYPES = (
-    "application/vnd.oci.image.manifest.v1+json",
-    OCI_INDEX,
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-)
 
 
 def _h(name: str) -> Spec:

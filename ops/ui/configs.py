@@ -12,9 +12,9 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from ops.ui.manifests import Blob
 from registry.services import blobs
 from registry.services.exceptions import RegistryError
+from registry.services.manifest_format import Descriptor
 
 MAX_CONFIG_BYTES = 1024 * 1024
 
@@ -25,7 +25,7 @@ class Step:
     created_by: str
     comment: str
     empty_layer: bool
-    layer: Blob | None  # the layer this step produced, when it produced one
+    layer: Descriptor | None  # the layer this step produced, when it produced one
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def _moment(value: Any) -> datetime | None:
         return None
 
 
-def _history(value: Any, layers: list[Blob]) -> list[Step]:
+def _history(value: Any, layers: list[Descriptor]) -> list[Step]:
     steps, remaining = [], iter(layers)
     for entry in value if isinstance(value, list) else []:
         if not isinstance(entry, dict):
@@ -84,7 +84,7 @@ def _history(value: Any, layers: list[Blob]) -> list[Step]:
     return steps
 
 
-def parse_config(data: bytes, layers: list[Blob]) -> ImageConfig:
+def parse_config(data: bytes, layers: list[Descriptor]) -> ImageConfig:
     doc = json.loads(data)
     if not isinstance(doc, dict):
         raise ValueError("config is not a JSON object")
@@ -108,7 +108,7 @@ def parse_config(data: bytes, layers: list[Blob]) -> ImageConfig:
     )
 
 
-def read_config(name: str, config: Blob, layers: list[Blob]) -> ConfigResult:
+def read_config(name: str, config: Descriptor, layers: list[Descriptor]) -> ConfigResult:
     if config.size > MAX_CONFIG_BYTES:
         return ConfigResult(None, f"The config blob is {config.size} bytes, too large to show here.")
     try:

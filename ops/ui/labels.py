@@ -1,13 +1,13 @@
 """Readable names for the media and artifact types the pages show next to the raw type."""
 from __future__ import annotations
 
-from registry.services import manifest_format as mf
+from registry import media_types as mt
 
 MEDIA_TYPES = {
-    mf.OCI_MANIFEST: "OCI image",
-    mf.OCI_INDEX: "OCI index",
-    mf.DOCKER_MANIFEST: "Docker image",
-    mf.DOCKER_LIST: "Docker manifest list",
+    mt.OCI_MANIFEST: "OCI image",
+    mt.OCI_INDEX: "OCI index",
+    mt.DOCKER_MANIFEST: "Docker image",
+    mt.DOCKER_LIST: "Docker manifest list",
 }
 
 ARTIFACT_TYPES = {
@@ -24,10 +24,10 @@ ARTIFACT_TYPES = {
     "application/vnd.in-toto+json": "in-toto attestation",
     "application/vnd.dsse.envelope.v1+json": "DSSE attestation",
     "application/sarif+json": "SARIF scan report",
-    "application/vnd.oci.image.config.v1+json": "OCI image",
-    "application/vnd.docker.container.image.v1+json": "Docker image",
+    mt.OCI_CONFIG: "OCI image",
+    mt.DOCKER_CONFIG: "Docker image",
     "application/vnd.cncf.helm.config.v1+json": "Helm chart",
-    "application/vnd.oci.empty.v1+json": "Artifact",
+    mt.OCI_EMPTY: "Artifact",
 }
 
 

@@ -13,12 +13,12 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Exists, F, Max, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce, Greatest
 
-from ops.ui.manifests import IMAGE_CONFIG_TYPES, summarize
+from ops.ui.manifests import summarize
 from registry.digests import is_digest_like
+from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
 from registry.services.common import byte_order, check_tag, get_repository, parse_digest
 from registry.services.exceptions import ManifestUnknown
-from registry.services.manifest_format import INDEX_TYPES
 
 PAGE_SIZE = 50
 RECENT_TAGS = 10

@@ -1,4 +1,8 @@
-"""Domain errors raised by the registry services. They know nothing of HTTP; registry.errors maps them."""
+"""Domain errors raised by the registry services. They know nothing of HTTP; registry.errors maps them.
+
+A full storage device is the one storage error that services pass through unchanged:
+registry.storage.driver.StorageFull, which registry.errors maps as well.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -80,8 +84,4 @@ class RangeNotSatisfiable(RegistryError):
 
 
 class DeleteDisabled(RegistryError):
-    pass
-
-
-class StorageFull(RegistryError):
     pass

@@ -23,31 +23,18 @@ finds the blob gone and fails with MANIFEST_BLOB_UNKNOWN.
 """
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, Iterator, TypeVar
 
-from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
-from registry.digests import Digest
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
-from registry.services import uploads
-from registry.services.digest_locks import lock_digests
-from registry.storage import default_driver, paths
-from registry.storage.driver import PathNotFound, StorageDriver
-
-BATCH = 200
-DATA_BATCH = 50
-WRITER_PAUSE = 0.1  # seconds, see _locked
-PROGRESS_EVERY = 10_000
-
-Report = Callable[[str], None]
-T = TypeVar("T")
+from registry.services import sweep, uploads
+from registry.services.sweep import Report
+from registry.storage import default_driver
+from registry.storage.driver import StorageDriver
 
 
 @dataclass(frozen=True)
@@ -77,40 +64,7 @@ class Result:
         )
 
 
-def _silent(_line: str) -> None:
-    return None
-
-
-@contextmanager
-def _locked(digests: Iterable[str]) -> Iterator[None]:
-    """A write transaction holding the digests' locks; on SQLite, followed by a pause.
-
-    SQLite writers waiting for the lock poll it (every 100 ms once they have waited a while), so a
-    collector that starts its next transaction as soon as one ends could keep a push waiting for
-    its whole run. The pause, as long as the transaction held the lock and at least
-    ``WRITER_PAUSE``, lets waiting writers in: pushes take their turns, the collection takes longer.
-    """
-    outermost = not connection.in_atomic_block
-    with transaction.atomic():
-        started = time.monotonic()  # SQLite's BEGIN IMMEDIATE has taken the lock by now
-        lock_digests(digests)
-        yield
-    if outermost and connection.vendor == "sqlite":
-        time.sleep(max(time.monotonic() - started, WRITER_PAUSE))
-
-
-def _chunks(items: Iterable[T], size: int = BATCH) -> Iterator[list[T]]:
-    chunk: list[T] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def collect(options: Options, driver: StorageDriver | None = None, report: Report = _silent) -> Result:
+def collect(options: Options, driver: StorageDriver | None = None, report: Report = sweep.silent) -> Result:
     """Run one collection; ``report`` receives one line per thing removed and progress lines."""
     run = _Run(options, driver or default_driver(), report)
     run.result.uploads = uploads.purge_expired(options.upload_expiry, run.driver, dry_run=options.dry_run)
@@ -148,15 +102,15 @@ class _Run:
             self.result.manifests += len(doomed)
 
     def _delete_manifests(self, repository_id: int, candidates: dict[int, str]) -> dict[int, str]:
-        with _locked(candidates.values()):
+        with sweep.locked(candidates.values()):
             still = unreachable_manifests(repository_id, self.cutoff)
             doomed = {mid: digest for mid, digest in candidates.items() if still.get(mid) == digest}
-            for chunk in _chunks(doomed):
+            for chunk in sweep.chunks(doomed):
                 Manifest.objects.filter(id__in=chunk).only("id").delete()  # never load the bodies
         return doomed
 
     def _discount_references(self, repository_id: int, manifest_ids: list[int]) -> None:
-        for chunk in _chunks(manifest_ids):
+        for chunk in sweep.chunks(manifest_ids):
             refs = ManifestReference.objects.filter(manifest_id__in=chunk, kind=ManifestReference.BLOB)
             for digest in refs.values_list("digest", flat=True):
                 self.doomed_refs[(repository_id, digest)] += 1
@@ -170,7 +124,7 @@ class _Run:
             page = list(
                 BlobLink.objects.filter(id__gt=last, created_at__lt=self.cutoff)
                 .order_by("id")
-                .values_list("id", "repository_id", "repository__name", "blob__digest")[:BATCH]
+                .values_list("id", "repository_id", "repository__name", "blob__digest")[: sweep.BATCH]
             )
             if not page:
                 return
@@ -197,7 +151,7 @@ class _Run:
         return {(repo, digest) for repo, digest, n in counts if n > self.doomed_refs[(repo, digest)]}
 
     def _delete_links(self, rows: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
-        with _locked(row[3] for row in rows):
+        with sweep.locked(row[3] for row in rows):
             referenced = ManifestReference.objects.filter(
                 kind=ManifestReference.BLOB,
                 digest=OuterRef("blob__digest"),
@@ -214,15 +168,11 @@ class _Run:
     # -- blobs ---------------------------------------------------------------------------------
 
     def blobs(self) -> None:
-        total, checked, last = Blob.objects.count(), 0, 0
-        while True:
-            rows = Blob.objects.filter(id__gt=last).order_by("id")
-            page = list(rows.values_list("id", "digest", "size", "created_at")[:BATCH])
-            if not page:
-                return
-            last = page[-1][0]
+        total = Blob.objects.count()
+        progress = sweep.Progress(self.report, lambda checked: f"{checked} of {total} blobs checked")
+        for page in sweep.blob_pages("digest", "size", "created_at"):
             self._collect_blobs([row for row in page if row[3] < self.cutoff])
-            checked = self._progress(checked, len(page), f"of {total} blobs checked")
+            progress.add(len(page))
 
     def _collect_blobs(self, rows: list[tuple[int, str, int, datetime]]) -> None:
         if not rows:
@@ -244,7 +194,7 @@ class _Run:
                 self._removed_blob(digest, size)
             return
         gone = self._delete_blob_rows(unused)
-        freed = delete_data_without_rows(self.driver, [digest for digest, _size in gone])
+        freed = sweep.delete_data_without_rows(self.driver, [digest for digest, _size in gone])
         for digest, _size in gone:
             self._removed_blob(digest, freed.get(digest, 0))
 
@@ -264,7 +214,7 @@ class _Run:
 
     def _delete_blob_rows(self, rows: list[tuple[int, str, int]]) -> list[tuple[str, int]]:
         """Delete the rows that are still unreferenced and old, re-checked under the digest locks."""
-        with _locked(digest for _id, digest, _size in rows):
+        with sweep.locked(digest for _id, digest, _size in rows):
             referenced = ManifestReference.objects.filter(
                 kind=ManifestReference.BLOB, digest=OuterRef("digest")
             )
@@ -283,70 +233,16 @@ class _Run:
     # -- orphaned files ------------------------------------------------------------------------
 
     def orphaned_files(self) -> None:
-        old_enough, walked = [], 0
-        for info in self.driver.walk(paths.BLOBS):
-            walked = self._progress(walked, 1, "blob files checked")
-            digest = paths.digest_from_blob_path(info.path)
-            if digest is not None and info.mtime < self.cutoff.timestamp():
-                old_enough.append((str(digest), info.size))
-            if len(old_enough) >= BATCH:
-                self._collect_orphans(old_enough)
-                old_enough = []
-        self._collect_orphans(old_enough)
-
-    def _collect_orphans(self, files: list[tuple[str, int]]) -> None:
-        if not files:
-            return
-        known = _known_digests([digest for digest, _size in files])
-        orphans = [(digest, size) for digest, size in files if digest not in known]
-        if not orphans:
-            return
-        if self.options.dry_run:
-            freed = dict(orphans)
-        else:
-            freed = delete_data_without_rows(self.driver, [digest for digest, _size in orphans])
-        for digest, size in freed.items():
-            self.report(f"{self.verb} orphaned file of {digest} ({size} bytes)")
-            self.result.orphaned_files += 1
-            self.result.bytes_freed += size
-
-    def _progress(self, done: int, step: int, what: str) -> int:
-        after = done + step
-        if after // PROGRESS_EVERY > done // PROGRESS_EVERY:
-            self.report(f"progress: {after} {what}")
-        return after
-
-
-def delete_data_without_rows(driver: StorageDriver, digests: list[str]) -> dict[str, int]:
-    """Delete the data of those digests that have no Blob row; returns the bytes freed per digest.
-
-    Runs under the digests' locks, so a row created meanwhile (a blob pushed again) keeps its data.
-    """
-    freed: dict[str, int] = {}
-    # Small transactions: pushes wait for the write lock while files are deleted under it.
-    for chunk in _chunks(digests, DATA_BATCH):
-        with _locked(chunk):
-            alive = set(Blob.objects.filter(digest__in=chunk).values_list("digest", flat=True))
-            for text in chunk:
-                if text not in alive:
-                    freed[text] = _delete_blob_files(driver, Digest.parse(text))
-    return freed
-
-
-def _known_digests(digests: list[str]) -> set[str]:
-    return set(Blob.objects.filter(digest__in=digests).values_list("digest", flat=True))
-
-
-def _delete_blob_files(driver: StorageDriver, digest: Digest) -> int:
-    try:
-        size = driver.stat(paths.blob_data(digest)).size
-    except PathNotFound:
-        size = 0
-    try:
-        driver.delete(paths.blob_dir(digest))
-    except PathNotFound:
-        return 0
-    return size
+        walked = sweep.Progress(self.report, lambda files: f"{files} blob files checked")
+        for orphans in sweep.files_without_rows(self.driver, self.cutoff, walked.add):
+            if self.options.dry_run:
+                freed = dict(orphans)
+            else:
+                freed = sweep.delete_data_without_rows(self.driver, [digest for digest, _size in orphans])
+            for digest, size in freed.items():
+                self.report(f"{self.verb} orphaned file of {digest} ({size} bytes)")
+                self.result.orphaned_files += 1
+                self.result.bytes_freed += size
 
 
 def unreachable_manifests(repository_id: int, cutoff: datetime) -> dict[int, str]:

@@ -1,35 +1,32 @@
-"""Parsing and validation of OCI and Docker schema2 manifests and indexes (pure, no database)."""
+"""Reading OCI and Docker schema2 manifests and indexes (pure, no database): one reader, two uses.
+
+``parse`` is the strict use, for a push: anything malformed raises ManifestInvalid. ``read_stored``
+is the lenient use, for the pages: it reads a stored body with the same rules, but leaves out the
+parts ``parse`` would refuse instead of raising, so a page never fails on a body and never shows a
+manifest differently from what the API accepted. For any body ``parse`` accepts, both give the same
+ParsedManifest.
+"""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from registry.digests import Digest
+from registry.media_types import (
+    FOREIGN_LAYER_TYPES,
+    INDEX_TYPES,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    SCHEMA1_TYPES,
+    SUPPORTED_TYPES,
+)
 from registry.services.exceptions import ManifestInvalid
 
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-IMAGE_TYPES = frozenset({OCI_MANIFEST, DOCKER_MANIFEST})
-INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
-SUPPORTED_TYPES = IMAGE_TYPES | INDEX_TYPES
-SCHEMA1_TYPES = frozenset(
-    {
-        "application/vnd.docker.distribution.manifest.v1+json",
-        "application/vnd.docker.distribution.manifest.v1+prettyjws",
-    }
-)
-# Layers that live elsewhere by design (Windows base layers): never required to be in the registry.
-FOREIGN_LAYER_TYPES = frozenset(
-    {
-        "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
-        "application/vnd.oci.image.layer.nondistributable.v1.tar",
-        "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
-        "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
-    }
-)
+T = TypeVar("T")
+TITLE = "org.opencontainers.image.title"
+# buildx stores provenance/SBOM attestations as index children with platform unknown/unknown.
+ATTESTATION_KEY = "vnd.docker.reference.type"
 
 
 @dataclass(frozen=True)
@@ -40,21 +37,41 @@ class Descriptor:
     artifact_type: str = ""
     annotations: dict[str, str] = field(default_factory=dict)
     foreign: bool = False
+    platform: str = ""  # os/architecture[/variant] of an index entry; informational, never refused
+
+    @property
+    def title(self) -> str:
+        return self.annotations.get(TITLE, "")
+
+    @property
+    def attestation(self) -> bool:
+        """An index entry holding build attestations rather than an image for a platform."""
+        marked = self.annotations.get(ATTESTATION_KEY) == "attestation-manifest"
+        return marked or self.platform == "unknown/unknown"
 
 
 @dataclass(frozen=True)
 class ParsedManifest:
     media_type: str
-    blobs: list[Descriptor]
-    children: list[Descriptor]
+    config: Descriptor | None  # of an image
+    layers: list[Descriptor]  # of an image
+    children: list[Descriptor]  # of an index
     subject: Descriptor | None
     artifact_type: str
     annotations: dict[str, str]
-    config_media_type: str = ""
 
     @property
     def is_index(self) -> bool:
         return self.media_type in INDEX_TYPES
+
+    @property
+    def blobs(self) -> list[Descriptor]:
+        """The blobs an image references: its config, then its layers."""
+        return ([self.config] if self.config else []) + self.layers
+
+    @property
+    def config_media_type(self) -> str:
+        return self.config.media_type if self.config else ""
 
     @property
     def referrer_artifact_type(self) -> str:
@@ -121,7 +138,15 @@ def _descriptor(value: Any, where: str) -> Descriptor:
         artifact_type=artifact_type,
         annotations=_annotations(value.get("annotations"), f"{where}."),
         foreign=bool(urls) and media_type in FOREIGN_LAYER_TYPES,
+        platform=_platform(value.get("platform")),
     )
+
+
+def _platform(value: Any) -> str:
+    if not isinstance(value, dict):
+        return ""
+    parts = [value.get("os"), value.get("architecture"), value.get("variant")]
+    return "/".join(part for part in parts if isinstance(part, str) and part)
 
 
 def _media_type(doc: dict[str, Any], content_type: str) -> str:
@@ -145,6 +170,7 @@ def _media_type(doc: dict[str, Any], content_type: str) -> str:
 
 
 def parse(body: bytes, content_type: str | None) -> ParsedManifest:
+    """A pushed manifest, read strictly: ManifestInvalid for anything malformed."""
     try:
         doc = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
@@ -158,22 +184,49 @@ def parse(body: bytes, content_type: str | None) -> ParsedManifest:
     version = doc.get("schemaVersion")
     if isinstance(version, bool) or version != 2:
         raise ManifestInvalid("schemaVersion must be 2")
-    artifact_type = _type_name(doc.get("artifactType", ""), "artifactType", required=False)
-    subject = _descriptor(doc["subject"], "subject") if doc.get("subject") is not None else None
-    annotations = _annotations(doc.get("annotations"), "", stored=True)
+    return _read(doc, media_type, strict=True)
 
+
+def read_stored(body: bytes, media_type: str) -> ParsedManifest:
+    """A stored manifest of ``media_type``, read leniently: never raises, leaves out what is malformed."""
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        doc = {}
+    return _read(doc if isinstance(doc, dict) else {}, media_type, strict=False)
+
+
+def _read(doc: dict[str, Any], media_type: str, strict: bool) -> ParsedManifest:
+    def part(read: Callable[[], T], absent: T) -> T:
+        """``read()``; when lenient, ``absent`` instead of what it would refuse."""
+        try:
+            return read()
+        except ManifestInvalid:
+            if strict:
+                raise
+            return absent
+
+    def descriptors(value: Any, where: str) -> list[Descriptor]:
+        entries: list[Any] = part(lambda: _list(value, where), [])
+        read = [part(lambda: _descriptor(entry, f"{where}[{i}]"), None) for i, entry in enumerate(entries)]
+        return [d for d in read if d is not None]
+
+    artifact_type = part(lambda: _type_name(doc.get("artifactType", ""), "artifactType", required=False), "")
+    subject = part(lambda: _subject(doc.get("subject")), None)
+    annotations: dict[str, str] = part(lambda: _annotations(doc.get("annotations"), "", stored=True), {})
     if media_type in INDEX_TYPES:
-        entries = doc.get("manifests")
-        if not isinstance(entries, list):
-            raise ManifestInvalid("manifests must be a list of descriptors")
-        children = [_descriptor(d, f"manifests[{i}]") for i, d in enumerate(entries)]
-        return ParsedManifest(media_type, [], children, subject, artifact_type, annotations)
+        children = descriptors(doc.get("manifests"), "manifests")
+        return ParsedManifest(media_type, None, [], children, subject, artifact_type, annotations)
+    config = part(lambda: _descriptor(doc.get("config"), "config"), None)
+    layers = descriptors(doc.get("layers"), "layers")
+    return ParsedManifest(media_type, config, layers, [], subject, artifact_type, annotations)
 
-    config = _descriptor(doc.get("config"), "config")
-    layers = doc.get("layers")
-    if not isinstance(layers, list):
-        raise ManifestInvalid("layers must be a list of descriptors")
-    descriptors = [config] + [_descriptor(d, f"layers[{i}]") for i, d in enumerate(layers)]
-    return ParsedManifest(
-        media_type, descriptors, [], subject, artifact_type, annotations, config.media_type
-    )
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ManifestInvalid(f"{where} must be a list of descriptors")
+    return value
+
+
+def _subject(value: Any) -> Descriptor | None:
+    return None if value is None else _descriptor(value, "subject")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from registry.media_types import OCI_INDEX
 from registry.models import Manifest
 from registry.services.common import check_name, parse_digest
-from registry.services.manifest_format import OCI_INDEX
 
 
 def referrers(name: str, digest_text: str, artifact_type: str | None = None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from django.db import transaction
 from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag, Upload
 from registry.services.common import get_repository
 from registry.storage import default_driver, paths
-from registry.storage.driver import PathNotFound, StorageDriver
+from registry.storage.driver import StorageDriver, delete_if_exists
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,4 @@ def _remove_upload_data(sessions: list[tuple[str, dict]], driver: StorageDriver)
     # uploads.purge_expired removes once it is older than the upload expiry.
     for upload_id, state in sessions:
         driver.abort(paths.upload_data(upload_id), state or {})
-        try:
-            driver.delete(paths.upload_dir(upload_id))
-        except PathNotFound:
-            pass
+        delete_if_exists(driver, paths.upload_dir(upload_id))

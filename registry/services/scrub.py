@@ -17,15 +17,14 @@ from django.utils import timezone
 
 from registry.digests import Digest, new_hasher
 from registry.models import Blob, BlobLink
+from registry.services import sweep
 from registry.services.digest_locks import lock_digests
-from registry.services.gc import BATCH, PROGRESS_EVERY, delete_data_without_rows
+from registry.services.sweep import Report
 from registry.storage import default_driver, paths
-from registry.storage.driver import PathNotFound, StorageDriver
+from registry.storage.driver import PathNotFound, StorageDriver, delete_if_exists
 
 CHUNK_SIZE = 1024 * 1024
 CORRUPT, MISSING, ORPHANED = "corrupt", "missing", "orphaned"
-
-Report = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -47,15 +46,11 @@ class ScrubResult:
     problems: list[Problem] = field(default_factory=list)
 
 
-def _silent(_line: str) -> None:
-    return None
-
-
 def scrub(
     repair: bool = False,
     grace: timedelta = timedelta(hours=24),
     driver: StorageDriver | None = None,
-    report: Report = _silent,
+    report: Report = sweep.silent,
 ) -> ScrubResult:
     """Check every blob; ``report`` gets one line per problem and progress lines.
 
@@ -77,22 +72,20 @@ def scrub(
 def _check_rows(
     drv: StorageDriver, repair: bool, result: ScrubResult, found: Callable[[Problem], None], report: Report
 ) -> None:
-    total, last = Blob.objects.count(), 0
-    while True:
-        rows = Blob.objects.filter(id__gt=last).order_by("id")
-        page = list(rows.values_list("id", "digest", "size")[:BATCH])
-        if not page:
-            return
-        last = page[-1][0]
+    total = Blob.objects.count()
+
+    def checked(blobs: int) -> str:
+        return f"{blobs} of {total} blobs checked ({result.bytes_checked} bytes)"
+
+    progress = sweep.Progress(report, checked)
+    for page in sweep.blob_pages("digest", "size"):
         for _id, text, size in page:
             problem = _check_blob(drv, Digest.parse(text), size)
             if problem is not None and Blob.objects.filter(digest=text).exists():  # not collected meanwhile
                 found(_repair(drv, problem) if repair else problem)
             result.blobs_checked += 1
             result.bytes_checked += size
-            if result.blobs_checked % PROGRESS_EVERY == 0:
-                checked = f"{result.blobs_checked} of {total} blobs checked ({result.bytes_checked} bytes)"
-                report(f"progress: {checked}")
+            progress.add()
 
 
 def _check_blob(drv: StorageDriver, digest: Digest, size: int) -> Problem | None:
@@ -128,10 +121,7 @@ def _repair(drv: StorageDriver, problem: Problem) -> Problem:
         else:
             # Corrupt data goes first, inside the transaction: a crash before the commit leaves a
             # row without data, which the next scrub removes, and no pull gets the bad bytes.
-            try:
-                drv.delete(paths.blob_dir(digest))
-            except PathNotFound:
-                pass
+            delete_if_exists(drv, paths.blob_dir(digest))
         BlobLink.objects.filter(blob__digest=problem.digest).delete()
         Blob.objects.filter(digest=problem.digest).delete()
     return Problem(problem.kind, problem.digest, problem.detail, repaired=True)
@@ -140,26 +130,7 @@ def _repair(drv: StorageDriver, problem: Problem) -> Problem:
 def _check_files(
     drv: StorageDriver, repair: bool, cutoff: datetime, found: Callable[[Problem], None]
 ) -> None:
-    batch: list[tuple[str, int]] = []
-    for info in drv.walk(paths.BLOBS):
-        digest = paths.digest_from_blob_path(info.path)
-        if digest is not None and info.mtime < cutoff.timestamp():
-            batch.append((str(digest), info.size))
-        if len(batch) >= BATCH:
-            _report_orphans(drv, batch, repair, found)
-            batch = []
-    _report_orphans(drv, batch, repair, found)
-
-
-def _report_orphans(
-    drv: StorageDriver, files: list[tuple[str, int]], repair: bool, found: Callable[[Problem], None]
-) -> None:
-    if not files:
-        return
-    known = set(
-        Blob.objects.filter(digest__in=[digest for digest, _size in files]).values_list("digest", flat=True)
-    )
-    orphans = {digest: size for digest, size in files if digest not in known}
-    removed = delete_data_without_rows(drv, list(orphans)) if repair and orphans else {}
-    for digest, size in orphans.items():
-        found(Problem(ORPHANED, digest, f"{size} bytes of data without a blob row", digest in removed))
+    for orphans in sweep.files_without_rows(drv, cutoff):
+        removed = sweep.delete_data_without_rows(drv, [digest for digest, _size in orphans]) if repair else {}
+        for digest, size in orphans:
+            found(Problem(ORPHANED, digest, f"{size} bytes of data without a blob row", digest in removed))

@@ -13,10 +13,14 @@ keeps what reached the disk); elsewhere the row is.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import socket
 import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import timedelta
 from typing import Any, Iterator, Protocol
 
@@ -31,7 +35,6 @@ from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import (
     DigestInvalid,
     SizeInvalid,
-    StorageFull,
     UploadInvalid,
     UploadOutOfOrder,
     UploadUnknown,
@@ -43,7 +46,7 @@ from regsite import db
 
 CHUNK_SIZE = 256 * 1024
 # A request writing to a session renews its lease while the body streams in, so a replica that dies
-# mid-chunk blocks the session for at most LEASE (on a filesystem not at all: see _take_over).
+# mid-chunk blocks the session for at most LEASE (and not at all on its own host: see _take_over).
 LEASE = timedelta(seconds=60)
 RENEW_EVERY = 15.0
 
@@ -102,12 +105,10 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
     repository = ensure_repository(name)
     upload_id = uuid.uuid4().hex
     drv = _driver(driver)
-    try:
-        # A writer that commits nothing creates the session's (empty) file on a filesystem, and
-        # nothing at all in an object store, where the first chunk starts the multipart upload.
-        drv.writer(paths.upload_data(upload_id), append=True).commit()
-    except storage.StorageFull as exc:
-        raise StorageFull(str(exc)) from None
+    # A writer that commits nothing creates the session's (empty) file on a filesystem, and
+    # nothing at all in an object store, where the first chunk starts the multipart upload.
+    # A full device raises StorageFull, which the view answers with 507.
+    drv.writer(paths.upload_data(upload_id), append=True).commit()
     queries.insert_session(upload_id, repository.pk, algorithm, timezone.now())
     return UploadStatus(upload_id, name, 0)
 
@@ -121,13 +122,13 @@ def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
         data_path = paths.upload_data(upload_id)
     except ValueError:
         raise unknown from None
-    owner, now = uuid.uuid4().hex, timezone.now()
+    owner, now = _owner(), timezone.now()
     session = queries.acquire_session(upload_id, name, owner, now, now + LEASE, now - _expiry())
     if session is None:
         busy = queries.read_session(upload_id, name, now - _expiry())
         if busy is None:
             raise unknown
-        session = _take_over(drv, data_path, upload_id, name, owner, now)
+        session = _take_over(busy, upload_id, name, owner, now)
         if session is None:
             raise UploadOutOfOrder("another chunk of this upload is in progress", busy.offset)
     if not session.live:
@@ -144,18 +145,50 @@ def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
             queries.release_session(upload_id, owner)
 
 
-def _take_over(drv: StorageDriver, data_path: str, upload_id: str, name: str, owner: str,
-               now: Any) -> queries.Session | None:
-    """On a filesystem a request writing to the session holds the file's lock, which dies with its
-    process: when the lock is free, the lease belongs to a request that died (a crash mid-chunk)
-    and is taken over at once instead of when it runs out."""
-    if drv.remote:
+def _take_over(busy: queries.Session, upload_id: str, name: str, owner: str, now: Any) -> queries.Session | None:
+    """A lease whose holder was a process of this host that no longer runs (a crash mid-chunk) is
+    taken over at once instead of when it runs out; a holder elsewhere is waited for."""
+    if not holder_is_dead(busy.lease_owner):
         return None
+    return queries.take_over_session(upload_id, name, busy.lease_owner, owner, now + LEASE, now - _expiry())
+
+
+def _owner() -> str:
+    """A lease holder's name: random, then this process's id and host (see holder_is_dead)."""
+    return f"{uuid.uuid4().hex[:12]}.{os.getpid()}.{_host()}"
+
+
+@lru_cache(maxsize=1)
+def _host() -> str:
+    # The host name tells containers apart; the boot id, one boot of a machine from the next.
     try:
-        drv.writer(data_path, append=True).cancel()
-    except (storage.WriterBusy, storage.PathNotFound):
-        return None
-    return queries.take_over_session(upload_id, name, owner, now + LEASE, now - _expiry())
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+    except OSError:
+        boot = ""
+    return hashlib.sha256(f"{socket.gethostname()}/{boot}".encode()).hexdigest()[:10]
+
+
+def holder_is_dead(owner: str) -> bool:
+    parts = owner.split(".")
+    if len(parts) != 3 or parts[2] != _host() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            # A killed worker whose parent died too stays a zombie until init reaps it.
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _file_size(drv: StorageDriver, data_path: str, upload_id: str) -> int:
@@ -241,10 +274,7 @@ def _stream_into(opened: _Open, body: Body, drv: StorageDriver, content_range: t
         if body.length is not None and received != body.length:
             raise SizeInvalid(f"received {received} bytes, Content-Length said {body.length}")
         writer.seal() if seal else writer.commit()
-    except storage.StorageFull as exc:
-        writer.cancel()
-        raise StorageFull(str(exc)) from None
-    except BaseException:
+    except BaseException:  # StorageFull too: the view answers it with 507
         writer.cancel()
         raise
     opened.offset = offset + received
@@ -366,10 +396,7 @@ def _state_of(upload_id: str) -> dict[str, Any]:
 
 
 def _remove_data(upload_id: str, drv: StorageDriver) -> None:
-    try:
-        drv.delete(paths.upload_dir(upload_id))
-    except storage.PathNotFound:
-        pass
+    storage.delete_if_exists(drv, paths.upload_dir(upload_id))
 
 
 def purge_expired(

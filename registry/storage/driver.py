@@ -33,14 +33,6 @@ class WriterBusy(StorageError):
     """Another request is appending to the same file right now."""
 
 
-def check_path(path: str) -> str:
-    """``path`` if it is a relative, slash-separated path that stays below a driver's root."""
-    if not path or path.startswith("/") or "\x00" in path or any(
-            part in ("", ".", "..") for part in path.split("/")):
-        raise InvalidPath(path)
-    return path
-
-
 @dataclass(frozen=True)
 class FileInfo:
     path: str
@@ -112,3 +104,27 @@ class StorageDriver(Protocol):
 
     def url_for(self, path: str, expires_in: int = 1200) -> str | None:
         """A URL clients may fetch ``path`` from directly (with Range), or None if there is none."""
+
+
+def check_path(path: str) -> str:
+    """``path`` when it is a relative, slash-separated path that stays below the root; else InvalidPath.
+
+    Every driver calls this before touching anything, so no path can reach outside its root.
+    """
+    if not path or path.startswith("/") or "\x00" in path or any(
+        part in ("", ".", "..") for part in path.split("/")
+    ):
+        raise InvalidPath(path)
+    return path
+
+
+def delete_if_exists(driver: StorageDriver, path: str) -> bool:
+    """Delete a file or tree that may be gone already (after a crash, by a concurrent cleanup).
+
+    True when it was there.
+    """
+    try:
+        driver.delete(path)
+    except PathNotFound:
+        return False
+    return True

@@ -6,32 +6,22 @@ import errno
 import fcntl
 import os
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
 from registry.storage.driver import (
     FileInfo,
-    InvalidPath,
-    check_path,
     PathNotFound,
     StorageError,
     StorageFull,
     WriterBusy,
+    check_path,
 )
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
+from regsite.files import fsync_directory, replace_file
 
 # Dirty pages are handed to the disk every this many bytes while an upload streams in, so the fsync
-# of commit finds little left to write instead of the whole blob (for 256 MiB: ~80 ms on an idle
-# disk, over a second on a busy one). The data stays in the page cache for pulls.
+# of commit finds little left to write instead of the whole blob, whose wait grows with its size and
+# with how busy the disk is. The data stays in the page cache for pulls.
 WRITEBACK_BYTES = 8 * 1024 * 1024
 _SYNC_FILE_RANGE_WRITE = 2
 
@@ -107,7 +97,7 @@ class FileWriter:
     def commit(self) -> None:
         if self._size == self._start and not self._truncated:
             # Nothing changed through this writer (an upload's closing PUT holds one only for its
-            # lock): an fsync would only wait on the journal, a third of a small push's time.
+            # lock): an fsync would only wait on the journal, a large part of a small push's time.
             self._close()
             return
         try:
@@ -149,17 +139,9 @@ class FilesystemDriver:
 
     def write(self, path: str, data: bytes) -> None:
         full = self._full(path)
-        tmp = full.with_name(f".{full.name}.{uuid.uuid4().hex}.tmp")
         try:
-            full.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, full)
-            _fsync_dir(full.parent)
+            replace_file(full, data, mode=0o644)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise _translate(exc, path) from exc
 
     def open(self, path: str, offset: int = 0) -> BinaryIO:
@@ -196,7 +178,7 @@ class FilesystemDriver:
         try:
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
-            _fsync_dir(dst.parent)
+            fsync_directory(dst.parent)
         except OSError as exc:
             raise _translate(exc, source) from exc
 

@@ -64,23 +64,19 @@ class MemoryDriver:
         self._lock = threading.Lock()
         self._free = free
 
-    @staticmethod
-    def _check(path: str) -> str:
-        return check_path(path)
-
     def _is_dir(self, path: str) -> bool:
         prefix = path + "/"
         return any(name.startswith(prefix) for name in self._files)
 
     def read(self, path: str) -> bytes:
         try:
-            return self._files[self._check(path)]
+            return self._files[check_path(path)]
         except KeyError:
             raise PathNotFound(path) from None
 
     def write(self, path: str, data: bytes) -> None:
         with self._lock:
-            self._files[self._check(path)] = bytes(data)
+            self._files[check_path(path)] = bytes(data)
             self._mtimes[path] = time.time()
 
     def open(self, path: str, offset: int = 0) -> BinaryIO:
@@ -89,10 +85,10 @@ class MemoryDriver:
         return stream
 
     def writer(self, path: str, append: bool = False, state: Mapping[str, Any] | None = None) -> MemoryWriter:
-        return MemoryWriter(self, self._check(path), append)
+        return MemoryWriter(self, check_path(path), append)
 
     def stat(self, path: str) -> FileInfo:
-        self._check(path)
+        check_path(path)
         if path in self._files:
             return FileInfo(path, len(self._files[path]), self._mtimes[path], False)
         if self._is_dir(path):
@@ -100,7 +96,7 @@ class MemoryDriver:
         raise PathNotFound(path)
 
     def list(self, path: str) -> list[str]:
-        prefix = self._check(path) + "/"
+        prefix = check_path(path) + "/"
         children = {name[len(prefix):].split("/")[0] for name in self._files if name.startswith(prefix)}
         if not children:
             raise PathNotFound(path)
@@ -108,8 +104,8 @@ class MemoryDriver:
 
     def move(self, source: str, dest: str) -> None:
         # Both paths are checked before anything changes: a bad destination must not lose the source.
-        self._check(source)
-        self._check(dest)
+        check_path(source)
+        check_path(dest)
         with self._lock:
             if source not in self._files:
                 raise PathNotFound(source)
@@ -118,7 +114,7 @@ class MemoryDriver:
 
     def delete(self, path: str) -> None:
         with self._lock:
-            self._check(path)
+            check_path(path)
             prefix = path + "/"
             doomed = [name for name in self._files if name == path or name.startswith(prefix)]
             if not doomed:
@@ -128,7 +124,7 @@ class MemoryDriver:
                 del self._mtimes[name]
 
     def walk(self, path: str) -> Iterator[FileInfo]:
-        prefix = self._check(path) + "/"
+        prefix = check_path(path) + "/"
         for name in sorted(n for n in self._files if n.startswith(prefix)):
             yield FileInfo(name, len(self._files[name]), self._mtimes[name], False)
 

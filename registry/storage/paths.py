@@ -5,7 +5,9 @@ Layout below the storage root::
     blobs/<algorithm>/<first two hex>/<hex>/data    content-addressed blob data, stored once
     uploads/<upload id>/data                         bytes of an upload session in progress
     _probe/<random>                                  readiness probe files
-    _gc/schedule                                     collector lock and time of the last scheduled run
+    _gc/schedule                                     the collector's lock ("gc", registry.locks) with
+                                                     the time of the last scheduled run
+    _locks/<name>                                    any other named lock, with its note
 
 Repository membership, manifests and tags live in the database, not in this tree. The inputs are
 validated again here, so that no caller can build a path outside the tree by mistake.
@@ -17,11 +19,14 @@ import re
 from registry.digests import Digest
 
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
+_LOCK_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 
 BLOBS = "blobs"
 UPLOADS = "uploads"
 PROBES = "_probe"
+LOCKS = "_locks"
 GC_SCHEDULE = "_gc/schedule"
+GC_LOCK = "gc"
 
 
 def blob_dir(digest: Digest) -> str:
@@ -46,6 +51,17 @@ def probe(name: str) -> str:
     if not re.fullmatch(r"[0-9a-f]{8,64}", name):
         raise ValueError(f"invalid probe name {name!r}")
     return f"{PROBES}/{name}"
+
+
+def lock(name: str) -> str:
+    """The file behind the named lock of registry.locks.FileLocks."""
+    if not _LOCK_NAME.fullmatch(name):
+        raise ValueError(f"invalid lock name {name!r}")
+    if name == GC_LOCK:
+        # Where releases before named locks flock it: replicas of both sharing one storage root
+        # during an upgrade still exclude each other, and the time of the last run is kept.
+        return GC_SCHEDULE
+    return f"{LOCKS}/{name}"
 
 
 def digest_from_blob_path(path: str) -> Digest | None:

@@ -11,7 +11,6 @@ from django.http import HttpRequest, HttpResponse
 
 from registry import errors
 from registry.http import BadHeader
-from registry.services.exceptions import RegistryError
 
 log = logging.getLogger(__name__)
 API_VERSION = ("Docker-Distribution-API-Version", "registry/2.0")
@@ -33,7 +32,7 @@ def registry_view(*methods: str) -> Callable[[View], View]:
             else:
                 try:
                     response = view(request, *args, **kwargs)
-                except RegistryError as exc:
+                except errors.ANSWERED as exc:
                     response = errors.response_for(exc)
                 except BadHeader as exc:
                     response = errors.error_response(errors.BLOB_UPLOAD_INVALID, str(exc))

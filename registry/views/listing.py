@@ -5,8 +5,8 @@ from django.http import HttpRequest, HttpResponse
 
 from registry import errors
 from registry.http import next_link
+from registry.media_types import OCI_INDEX
 from registry.services import catalog, referrers, tags
-from registry.services.manifest_format import OCI_INDEX
 from registry.services.pagination import parse_last, parse_limit
 from registry.views.base import json_response, registry_view
 

@@ -1,0 +1,151 @@
+"""What garbage collection and scrub share: paging over blob rows, and blob data that has no row.
+
+Data without a Blob row is invisible to clients (nothing can link or pull it), and is left by a crash
+between a collection's two transactions or by an upload that died between its rename and its row.
+The collector deletes it; scrub reports it and, with ``--repair``, deletes it. Both find it the
+same way: walk the blob data, keep the files older than a cutoff (an upload renames its data into
+place a moment before it records the row), and ask the database which of their digests have no row,
+one batch at a time. Both delete it the same way too: under the digests' locks, re-checking that no
+row came back meanwhile.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Callable, Iterable, Iterator, TypeVar
+
+from django.db import connection, transaction
+
+from registry.digests import Digest
+from registry.models import Blob
+from registry.services.digest_locks import lock_digests
+from registry.storage import paths
+from registry.storage.driver import PathNotFound, StorageDriver, delete_if_exists
+
+BATCH = 200
+DATA_BATCH = 50
+WRITER_PAUSE = 0.1  # seconds, see locked
+PROGRESS_EVERY = 10_000
+
+Report = Callable[[str], None]
+T = TypeVar("T")
+
+
+def silent(_line: str) -> None:
+    return None
+
+
+class Progress:
+    """Reports ``progress: <line(count)>`` each time the count passes a multiple of PROGRESS_EVERY."""
+
+    def __init__(self, report: Report, line: Callable[[int], str]) -> None:
+        self.report, self.line, self.count = report, line, 0
+
+    def add(self, step: int = 1) -> None:
+        before, self.count = self.count, self.count + step
+        if self.count // PROGRESS_EVERY > before // PROGRESS_EVERY:
+            self.report(f"progress: {self.line(self.count)}")
+
+
+def chunks(items: Iterable[T], size: int | None = None) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (default BATCH)."""
+    size = size or BATCH
+    chunk: list[T] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+@contextmanager
+def locked(digests: Iterable[str]) -> Iterator[None]:
+    """A write transaction holding the digests' locks; on SQLite, followed by a pause.
+
+    SQLite writers waiting for the lock poll it (every 100 ms once they have waited a while), so a
+    collector that starts its next transaction as soon as one ends could keep a push waiting for
+    its whole run. The pause, as long as the transaction held the lock and at least
+    ``WRITER_PAUSE``, lets waiting writers in: pushes take their turns, the collection takes longer.
+    """
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        started = time.monotonic()  # SQLite's BEGIN IMMEDIATE has taken the lock by now
+        lock_digests(digests)
+        yield
+    if outermost and connection.vendor == "sqlite":
+        time.sleep(max(time.monotonic() - started, WRITER_PAUSE))
+
+
+def blob_pages(*fields: str) -> Iterator[list[tuple[Any, ...]]]:
+    """Every blob row as ``(id, *fields)``, BATCH rows at a time in id order.
+
+    Paging by id, not by offset, so rows deleted or added meanwhile neither skip nor repeat a row.
+    """
+    last = 0
+    while True:
+        rows = Blob.objects.filter(id__gt=last).order_by("id")
+        page = list(rows.values_list("id", *fields)[:BATCH])
+        if not page:
+            return
+        last = page[-1][0]
+        yield page
+
+
+def known_digests(digests: Iterable[str]) -> set[str]:
+    return set(Blob.objects.filter(digest__in=list(digests)).values_list("digest", flat=True))
+
+
+def files_without_rows(
+    driver: StorageDriver, cutoff: datetime, walked: Callable[[], None] = lambda: None
+) -> Iterator[list[tuple[str, int]]]:
+    """Blob data files older than ``cutoff`` whose digest has no row, as (digest, size) batches.
+
+    ``walked`` is called once per file looked at (for progress lines).
+    """
+    limit, old_enough = cutoff.timestamp(), []
+    for info in driver.walk(paths.BLOBS):
+        walked()
+        digest = paths.digest_from_blob_path(info.path)
+        if digest is not None and info.mtime < limit:
+            old_enough.append((str(digest), info.size))
+        if len(old_enough) >= BATCH:
+            yield from _without_rows(old_enough)
+            old_enough = []
+    yield from _without_rows(old_enough)
+
+
+def _without_rows(files: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
+    if not files:
+        return
+    known = known_digests(digest for digest, _size in files)
+    orphans = [(digest, size) for digest, size in files if digest not in known]
+    if orphans:
+        yield orphans
+
+
+def delete_data_without_rows(driver: StorageDriver, digests: list[str]) -> dict[str, int]:
+    """Delete the data of those digests that have no Blob row; returns the bytes freed per digest.
+
+    Runs under the digests' locks, so a row created meanwhile (a blob pushed again) keeps its data.
+    """
+    freed: dict[str, int] = {}
+    # Small transactions: pushes wait for the write lock while files are deleted under it.
+    for chunk in chunks(digests, DATA_BATCH):
+        with locked(chunk):
+            alive = known_digests(chunk)
+            for text in chunk:
+                if text not in alive:
+                    freed[text] = delete_blob_data(driver, Digest.parse(text))
+    return freed
+
+
+def delete_blob_data(driver: StorageDriver, digest: Digest) -> int:
+    """Delete a blob's data if it is there; the bytes freed."""
+    try:
+        size = driver.stat(paths.blob_data(digest)).size
+    except PathNotFound:
+        size = 0
+    return size if delete_if_exists(driver, paths.blob_dir(digest)) else 0
