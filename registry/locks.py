@@ -5,19 +5,24 @@ another holder (a thread, a worker, another replica) has it. Each lock keeps a s
 its holder reads or writes: the collection schedule keeps the time of its last run there, so that
 the lock and what it guards change together.
 
-FileLocks, the implementation used today, ``flock``s one file per lock under the storage root
-(named by ``registry.storage.paths.lock``); it serves every replica that shares that directory. An
-implementation for replicas without a shared disk (database lease rows or advisory locks) plugs in
-behind the same protocol, chosen in ``default_locks`` alone.
+FileLocks ``flock``s one file per lock under the storage root (named by
+``registry.storage.paths.lock``); it serves every replica that shares that directory, and is what
+the filesystem backend uses. DatabaseLocks holds a lease row in the database (registry.models.Lease),
+renewed by a thread while the block runs: replicas on object storage share no disk, and a lease
+(unlike a PostgreSQL advisory lock) holds no pooled connection for as long as a collection runs and
+works on SQLite too. A holder that dies loses the lease when it runs out (LEASE_SECONDS).
 """
 from __future__ import annotations
 
 import fcntl
 import os
+import threading
+import uuid
 from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Any, Iterator, Protocol
 
 from registry.storage import paths
 
@@ -83,8 +88,72 @@ class FileLocks:
             os.close(fd)  # closing the descriptor releases the flock
 
 
+LEASE_SECONDS = 60.0
+
+
+class _LeaseNote:
+    def __init__(self, name: str, owner: str, data: dict[str, Any]) -> None:
+        self._name, self._owner, self._data = name, owner, data
+
+    def note(self) -> str:
+        return str(self._data.get("note", ""))
+
+    def set_note(self, text: str) -> None:
+        from registry.models import Lease
+
+        if len(text.encode("utf-8")) > MAX_NOTE_BYTES:
+            raise ValueError(f"a lock's note is at most {MAX_NOTE_BYTES} bytes")
+        self._data = {**self._data, "note": text}
+        if not Lease.objects.filter(name=self._name, owner=self._owner).update(data=self._data):
+            raise LockHeld(f"lock {self._name} was lost (its lease ran out)")
+
+
+class DatabaseLocks:
+    """A lease row per lock, renewed every third of LEASE_SECONDS while held."""
+
+    def __init__(self, lease_seconds: float = LEASE_SECONDS) -> None:
+        self.lease = timedelta(seconds=lease_seconds)
+
+    @contextmanager
+    def hold(self, name: str) -> Iterator[Held]:
+        from django.utils import timezone
+
+        from registry import queries
+
+        paths.lock(name)  # the same names as FileLocks
+        owner = uuid.uuid4().hex
+        now = timezone.now()
+        data = queries.acquire_lease(name, owner, now, now + self.lease)
+        if data is None:
+            raise LockHeld(f"lock {name} is held")
+        done = threading.Event()
+        renewer = threading.Thread(target=self._renew, args=(name, owner, done), daemon=True,
+                                   name=f"lease-{name}")
+        renewer.start()
+        try:
+            yield _LeaseNote(name, owner, data)
+        finally:
+            done.set()
+            renewer.join()
+            queries.release_lease(name, owner)
+
+    def _renew(self, name: str, owner: str, done: threading.Event) -> None:
+        from django.db import connection
+        from django.utils import timezone
+
+        from registry import queries
+
+        try:
+            while not done.wait(self.lease.total_seconds() / 3):
+                queries.renew_lease(name, owner, timezone.now() + self.lease)
+        finally:
+            connection.close()  # this thread's own connection
+
+
 @lru_cache(maxsize=1)
 def default_locks() -> Locks:
     from django.conf import settings
 
+    if settings.REGISTRY_STORAGE["backend"] == "s3":
+        return DatabaseLocks()
     return FileLocks(settings.REGISTRY_STORAGE_ROOT)

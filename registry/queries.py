@@ -134,17 +134,14 @@ def acquire_lease(name: str, owner: str, now: datetime, until: datetime) -> dict
     lease = _q(Lease._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {lease} SET owner = %s, until = %s WHERE name = %s "
-                       "AND (until IS NULL OR until < %s OR owner = %s) RETURNING data",
-                       [owner, _time(until), name, _time(now), owner])
+                       "AND (until IS NULL OR until < %s) RETURNING data",
+                       [owner, _time(until), name, _time(now)])
         row = cursor.fetchone()
     return None if row is None else _json(row[0])
 
 
-def release_lease(name: str, owner: str, data: dict[str, Any] | None = None) -> None:
-    fields: dict[str, Any] = {"owner": "", "until": None}
-    if data is not None:
-        fields["data"] = data
-    Lease.objects.filter(name=name, owner=owner).update(**fields)
+def release_lease(name: str, owner: str) -> None:
+    Lease.objects.filter(name=name, owner=owner).update(owner="", until=None)
 
 
 def renew_lease(name: str, owner: str, until: datetime) -> bool:

@@ -9,13 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from registry.locks import FileLocks, LockHeld, Locks, default_locks
+from registry.locks import DatabaseLocks, FileLocks, LockHeld, Locks, default_locks
 from registry.storage import paths
 
 
-@pytest.fixture(params=["file"])
+# The database locks' renewing thread, and the threads of some tests, use connections of their own.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(params=["file", "database"])
 def locks(request, tmp_path: Path) -> Locks:  # type: ignore[no-untyped-def]
-    return FileLocks(tmp_path / "root")
+    return DatabaseLocks() if request.param == "database" else FileLocks(tmp_path / "root")
 
 
 def test_it_refuses_a_second_holder_at_once(locks) -> None:
@@ -87,3 +91,37 @@ def test_the_collectors_file_lock_is_where_earlier_releases_flock_it(storage_roo
     with default_locks().hold(paths.GC_LOCK) as held:
         held.set_note("42.0")
     assert schedule.read_text() == "42.0\n"
+
+
+def test_a_database_lease_is_renewed_while_held_and_expires_when_its_holder_dies() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from registry import queries
+    from registry.models import Lease
+
+    locks = DatabaseLocks(lease_seconds=0.6)
+    with locks.hold("job") as held:
+        threading.Event().wait(1.0)  # longer than the lease: the renewer keeps it
+        held.set_note("still mine")
+        with pytest.raises(LockHeld):
+            with DatabaseLocks().hold("job"):
+                pass
+    # A holder that died leaves its lease to run out: then anyone may take it, note included.
+    now = timezone.now()
+    assert queries.acquire_lease("job", "dead-holder", now, now + timedelta(seconds=0.2)) is not None
+    with pytest.raises(LockHeld):
+        with locks.hold("job"):
+            pass
+    threading.Event().wait(0.3)
+    with locks.hold("job") as held:
+        assert held.note() == "still mine"
+    assert Lease.objects.get(name="job").owner == ""
+
+
+def test_the_s3_backend_locks_in_the_database(settings) -> None:
+    settings.REGISTRY_STORAGE = {**settings.REGISTRY_STORAGE, "backend": "s3"}
+    default_locks.cache_clear()
+    assert isinstance(default_locks(), DatabaseLocks)
+    default_locks.cache_clear()
