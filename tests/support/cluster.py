@@ -79,6 +79,16 @@ class LoadBalancer:
                 time.sleep(0.1)
         raise RuntimeError("haproxy did not answer")
 
+    def wait_down(self, n: int, timeout: float = 15) -> None:
+        """Until the health checks have taken backend ``n`` (1-based) out of rotation."""
+        deadline = time.monotonic() + timeout
+        log = self.workdir / "haproxy.log"
+        while time.monotonic() < deadline:
+            if f"Server replicas/r{n} is DOWN" in log.read_text(errors="replace"):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"haproxy never took replica {n} out of rotation")
+
     def stop(self) -> None:
         if self.process is not None:
             os.killpg(self.process.pid, signal.SIGTERM)
