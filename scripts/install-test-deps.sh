@@ -16,6 +16,7 @@ command -v ceph-osd >/dev/null || need+=(ceph-osd)
 command -v haproxy >/dev/null || need+=(haproxy)
 command -v podman >/dev/null || need+=(podman)
 command -v curl >/dev/null || need+=(curl)
+command -v docker-compose >/dev/null || need+=(docker-compose)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
