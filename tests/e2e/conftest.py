@@ -9,6 +9,8 @@ from typing import Callable, Iterator
 
 import pytest
 
+from tests.support.postgres import Postgres, start_postgres
+from tests.support.rgw import RGW, RGWUnavailable, start_rgw
 from tests.support.server import RegistryServer
 
 
@@ -68,3 +70,33 @@ class Skopeo:
 @pytest.fixture
 def skopeo(tmp_path: Path) -> Skopeo:
     return Skopeo(require_tool("skopeo"), tmp_path / "skopeo-home")
+
+
+def unavailable(message: str) -> None:
+    """A real component could not be started: in CI that fails the run, elsewhere it skips."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def rgw() -> Iterator[RGW]:
+    """One Ceph RGW for the whole run (it takes about 15 s to start)."""
+    os.environ.pop("AWS_CA_BUNDLE", None)  # plain HTTP on loopback; botocore would still load it
+    try:
+        server = start_rgw()
+    except RGWUnavailable as exc:
+        unavailable(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """One throwaway PostgreSQL cluster for the whole run; tests take a database each."""
+    try:
+        cluster = start_postgres()
+    except RuntimeError as exc:
+        unavailable(str(exc))
+    yield cluster
+    cluster.stop()

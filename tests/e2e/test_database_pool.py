@@ -12,28 +12,17 @@ from typing import Iterator
 import pytest
 
 from tests.faults.wire import MiB, Registry, digest
-from tests.support.postgres import Postgres, start_postgres
+from tests.support.postgres import Postgres
 from tests.support.server import RegistryServer
 
 pytestmark = pytest.mark.e2e
 WORKERS, POOL = 2, 2
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Postgres]:
-    try:
-        cluster = start_postgres()
-    except RuntimeError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    yield cluster
-    cluster.stop()
-
-
-def _connections(postgres: Postgres) -> int:
-    return int(postgres.query("SELECT count(*) FROM pg_stat_activity WHERE usename = 'registry' "
-                              "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"))
+def _connections(postgres: Postgres, database: str) -> int:
+    name = database.rsplit("/", 1)[1]
+    return int(postgres.query("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                              f"'{name}' AND backend_type = 'client backend'"))
 
 
 def _slow_download(host: str, path: str, size: int, failures: list[str]) -> None:
@@ -70,7 +59,8 @@ def _slow_upload(client: Registry, data: bytes, failures: list[str]) -> None:
 
 
 def test_it_never_holds_more_connections_than_its_pools(start_registry, postgres: Postgres) -> None:
-    server: RegistryServer = start_registry(workers=WORKERS, SVC_DATABASE_URL=postgres.url,
+    database = postgres.new_database()
+    server: RegistryServer = start_registry(workers=WORKERS, SVC_DATABASE_URL=database,
                                             SVC_DATABASE_POOL_SIZE=str(POOL))
     client = Registry(server.host)
     blob = os.urandom(4 * MiB)
@@ -83,7 +73,7 @@ def test_it_never_holds_more_connections_than_its_pools(start_registry, postgres
 
     def sample() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], _connections(postgres))
+            peak[0] = max(peak[0], _connections(postgres, database))
             done.wait(0.1)
 
     def manifests() -> None:

@@ -10,24 +10,11 @@ from typing import Iterator
 import pytest
 
 from registry.storage.s3 import S3Driver
-from tests.support.rgw import RGW, RGWUnavailable, start_rgw
+from tests.support.rgw import RGW
 from tests.support.s3 import rgw_driver
 from tests.test_storage_drivers import *  # noqa: F401,F403 - the suite, run here on RGW
 
 MiB = 1024 * 1024
-
-
-@pytest.fixture(scope="session")
-def rgw() -> Iterator[RGW]:
-    os.environ.pop("AWS_CA_BUNDLE", None)  # plain HTTP on loopback; the variable confuses botocore
-    try:
-        server = start_rgw()
-    except RGWUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    yield server
-    server.stop()
 
 
 @pytest.fixture
