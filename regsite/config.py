@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import unquote, urlsplit
 
 import tomli
@@ -89,6 +89,31 @@ class ConfigError(Exception):
     """A configuration value is missing, unknown or of the wrong type."""
 
 
+class Required:
+    """The default of a key that every entry of an array of tables must give."""
+
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
+
+
+# Arrays of tables ([[proxy]], [[retention]], ...): the keys of one entry with their defaults (a
+# Required key has none). Each may have a validator of its whole list, which raises ConfigError
+# naming the entry (entry_name) and the key. Features register their tables here.
+LISTS: dict[str, dict[str, Any]] = {}
+LIST_VALIDATORS: dict[str, Callable[[list[dict[str, Any]]], None]] = {}
+
+
+_LABEL_KEYS = ("name", "prefix", "repositories")
+
+
+def entry_name(table: str, index: int, entry: Mapping[str, Any], label: str = "") -> str:
+    """How errors name an entry: ``[[proxy]] #2 "hub"``: counted from 1, with its name, prefix or
+    repositories when it has one."""
+    label = label or next((key for key in _LABEL_KEYS if isinstance(entry.get(key), str) and entry[key]), "")
+    shown = f' "{entry[label]}"' if label and entry.get(label) else ""
+    return f"[[{table}]] #{index + 1}{shown}"
+
+
 def _parse_bool(key: str, raw: str) -> bool:
     value = raw.strip().lower()
     if value in {"1", "true", "yes", "on"}:
@@ -99,6 +124,19 @@ def _parse_bool(key: str, raw: str) -> bool:
 
 
 def _coerce(key: str, default: Any, value: Any, from_env: bool) -> Any:
+    if isinstance(default, Required):
+        default = default.kind()
+    if isinstance(default, list):
+        if from_env:
+            return [item.strip() for item in value.split(",") if item.strip()]
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
+        return value
+    if isinstance(default, dict):
+        if from_env or not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise ConfigError(f"{key}: expected a table of strings, got {value!r}")
+        return value
     if isinstance(default, bool):
         if from_env:
             return _parse_bool(key, value)
@@ -119,7 +157,7 @@ def _coerce(key: str, default: Any, value: Any, from_env: bool) -> Any:
     return value
 
 
-def load(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+def load(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Return the merged configuration: defaults < TOML file < environment."""
     env = os.environ if environ is None else environ
     path = Path(env.get("SVC_CONFIG", "config.toml"))
@@ -133,7 +171,8 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
     elif "SVC_CONFIG" in env:
         raise ConfigError(f"SVC_CONFIG: configuration file {path} does not exist")
 
-    merged: dict[str, dict[str, Any]] = {table: dict(keys) for table, keys in DEFAULTS.items()}
+    merged: dict[str, Any] = {table: dict(keys) for table, keys in DEFAULTS.items()}
+    merged |= {table: _entries(table, file_values.pop(table, []), path) for table in LISTS}
     explicit: set[tuple[str, str]] = set()
     for table, keys in file_values.items():
         if table not in DEFAULTS:
@@ -149,6 +188,8 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
     for name, raw in env.items():
         if not name.startswith("SVC_") or name == "SVC_CONFIG":
             continue
+        if _list_override(merged, name, raw):
+            continue
         table, key = _env_target(name)
         if table is None:
             continue
@@ -161,6 +202,44 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
         raise ConfigError('[server] secret_key_file: must be set explicitly (or SVC_SECRET_KEY) when '
                           '[storage] backend = "s3": every replica must sign sessions with one key')
     return merged
+
+
+def _entries(table: str, raw: Any, path: Path) -> list[dict[str, Any]]:
+    if not isinstance(raw, list) or not all(isinstance(entry, dict) for entry in raw):
+        raise ConfigError(f"[[{table}]]: expected an array of tables ([[{table}]]) in {path}")
+    schema = LISTS[table]
+    entries = []
+    for index, given in enumerate(raw):
+        where = entry_name(table, index, given)
+        entry: dict[str, Any] = {}
+        for key, value in given.items():
+            if key not in schema:
+                raise ConfigError(f"{where} {key}: unknown key in {path}")
+            entry[key] = _coerce(f"{where} {key}", schema[key], value, False)
+        for key, default in schema.items():
+            if key not in entry:
+                if isinstance(default, Required):
+                    raise ConfigError(f"{where} {key}: required")
+                entry[key] = default.copy() if isinstance(default, (list, dict)) else default
+        entries.append(entry)
+    return entries
+
+
+def _list_override(merged: dict[str, Any], name: str, raw: str) -> bool:
+    """``SVC_<TABLE>_<N>_<KEY>`` sets a key of entry N (from 0) of an array of tables."""
+    rest = name[len("SVC_"):].lower()
+    for table in LISTS:
+        head, _, tail = rest.partition("_")
+        if head != table:
+            continue
+        number, _, key = tail.partition("_")
+        if not number.isdigit() or key not in LISTS[table]:
+            raise ConfigError(f"{name}: expected SVC_{table.upper()}_<n>_<KEY> with a key of [[{table}]]")
+        if int(number) >= len(merged[table]):
+            raise ConfigError(f"{name}: there is no [[{table}]] #{int(number) + 1} in the configuration file")
+        merged[table][int(number)][key] = _coerce(name, LISTS[table][key], raw, True)
+        return True
+    return False
 
 
 def _env_target(name: str) -> tuple[str | None, str]:
@@ -178,7 +257,9 @@ def _env_target(name: str) -> tuple[str | None, str]:
     return None, ""
 
 
-def _validate(cfg: dict[str, dict[str, Any]]) -> None:
+def _validate(cfg: dict[str, Any]) -> None:
+    for table, check in LIST_VALIDATORS.items():
+        check(cfg[table])
     for table, key in POSITIVE_INTS:
         if cfg[table][key] <= 0:
             raise ConfigError(f"[{table}] {key}: must be a positive integer, got {cfg[table][key]}")
@@ -321,7 +402,7 @@ def s3_driver(storage: Mapping[str, Any]) -> Any:
 
 def load_or_exit(
     environ: Mapping[str, str] | None = None, serving: bool = False
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Any]:
     """Load and check the configuration; on error print one line and stop the process.
 
     ``serving`` adds the checks only the server needs: manage.py must run without an htpasswd
