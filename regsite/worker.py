@@ -54,6 +54,9 @@ _UPLOAD = re.compile(rb"^(?:PATCH|PUT|POST) /v2/\S+/blobs/uploads/")
 _FORM_POST = re.compile(rb"^POST /(?:api/tokens(?:/list|/revoke)?|ui/\S*) HTTP/1\.[01]$")
 
 READING, TRANSFER, LINGERING = "reading", "transfer", "lingering"
+TLS_HANDSHAKE = b"\x16"
+_METHOD = re.compile(rb"^(?:\r\n)*[A-Z]{0,16}(?: |$)")
+_tls_logged = False
 
 
 @dataclass
@@ -150,14 +153,20 @@ class RegistryWorker(gthread.ThreadWorker):
             return
         conn.buffer += data
         if not conn.need:
+            if conn.buffer[:1] == TLS_HANDSHAKE:
+                self._tls_probe(conn)
+                return
             end = conn.buffer.find(HEAD_END)
-            if end < 0:
+            if end < 0 and not _could_be_http(conn.buffer):
+                conn.need = len(conn.buffer)  # not HTTP: the parser answers it with a 400 at once
+            elif end < 0:
                 if len(conn.buffer) > MAX_HEAD:
                     self._refuse(conn, 431, "Request Header Fields Too Large", "request head too large")
                 return
-            head = bytes(conn.buffer[:end])
-            conn.uploading = is_upload(head)
-            conn.need = end + len(HEAD_END) + body_to_read(head, self.limits.max_manifest_bytes)
+            else:
+                head = bytes(conn.buffer[:end])
+                conn.uploading = is_upload(head)
+                conn.need = end + len(HEAD_END) + body_to_read(head, self.limits.max_manifest_bytes)
         if len(conn.buffer) >= conn.need:
             self._forget(conn)
             self.poller.unregister(conn.sock)
@@ -165,6 +174,18 @@ class RegistryWorker(gthread.ThreadWorker):
             conn.buffer = None
             conn.sock.setblocking(True)
             self.enqueue_req(conn)
+
+    def _tls_probe(self, conn: Any) -> None:
+        """A TLS ClientHello on this plain-HTTP port: a client (docker, podman, skopeo told the
+        registry is insecure) trying HTTPS before HTTP. Closing at once sends it to HTTP; waiting
+        for a request head that never comes would hold it until the client gives up."""
+        global _tls_logged
+        if not _tls_logged:
+            _tls_logged = True
+            log.debug("TLS handshake from %s on a plain HTTP port: closed, the client falls back to "
+                      "HTTP (logged once per worker)", _peer(conn))
+        self._forget(conn)
+        self._close(conn)
 
     def handle(self, conn: Any) -> Any:
         pending = getattr(conn, "pending", None)
@@ -412,6 +433,11 @@ class RegistryWorker(gthread.ThreadWorker):
             conn.sock.close()
         except OSError:
             pass
+
+
+def _could_be_http(start: bytes | bytearray) -> bool:
+    """Whether the first bytes of a connection may still become an HTTP/1 request line."""
+    return _METHOD.match(bytes(start[:40])) is not None
 
 
 def body_to_read(head: bytes, max_manifest_bytes: int) -> int:

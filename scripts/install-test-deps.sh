@@ -17,6 +17,9 @@ command -v haproxy >/dev/null || need+=(haproxy)
 command -v podman >/dev/null || need+=(podman)
 command -v curl >/dev/null || need+=(curl)
 command -v docker-compose >/dev/null || need+=(docker-compose)
+# A real Docker engine as a client (tests/support/docker.py), running static busybox.
+command -v dockerd >/dev/null || need+=(docker.io)
+[ -x /usr/bin/busybox ] || need+=(busybox-static)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from regsite.client_timeouts import ClientSocket
-from regsite.worker import SMALL_BODY, body_to_read, error_body, is_upload
+from regsite.worker import SMALL_BODY, _could_be_http, body_to_read, error_body, is_upload
 
 MANIFEST_LIMIT = 4 * 1024 * 1024
 
@@ -97,3 +97,12 @@ def test_it_cuts_off_a_stalled_body_after_the_idle_timeout() -> None:
         with pytest.raises(TimeoutError):
             server.recv(100)
         assert server.gave_up
+
+
+@pytest.mark.parametrize("start, http", [
+    (b"GET /v2/ HTTP/1.1", True), (b"PATCH", True), (b"PO", True), (b"", True), (b"\r\nGET / H", True),
+    (b"\x16\x03\x01\x02\x00\x01", False), (b"hello world", False), (b"GET/v2/", False),
+    (b"SSH-2.0-OpenSSH", False),
+])
+def test_it_tells_early_whether_a_connection_can_be_http(start: bytes, http: bool) -> None:
+    assert _could_be_http(start) is http

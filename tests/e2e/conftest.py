@@ -9,6 +9,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from tests.support.docker import Docker, DockerUnavailable, start_docker
 from tests.support.postgres import Postgres, start_postgres
 from tests.support.rgw import RGW, RGWUnavailable, start_rgw
 from tests.support.server import RegistryServer
@@ -100,3 +101,14 @@ def postgres() -> Iterator[Postgres]:
         unavailable(str(exc))
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def docker() -> Iterator[Docker]:
+    """A real Docker engine for the whole run (tests/support/docker.py)."""
+    try:
+        engine = start_docker()
+    except DockerUnavailable as exc:
+        unavailable(str(exc))
+    yield engine
+    engine.stop()

@@ -1,0 +1,102 @@
+"""A real Docker engine for end-to-end tests: ``dockerd`` with its own data, exec root, pid file and
+socket in a temp directory (no bridge, no iptables, the vfs storage driver, as root), stopped by PID.
+
+Nothing can be pulled from outside, so the one image it runs is imported from a root filesystem
+holding Debian's static busybox.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLIENT = "/usr/bin/docker"  # the client packaged with dockerd: the same API version
+BUSYBOX = "/usr/bin/busybox"
+
+
+class DockerUnavailable(RuntimeError):
+    """No engine can run here (not root, or the packages are missing)."""
+
+
+@dataclass
+class Docker:
+    root: Path
+    process: subprocess.Popen[bytes] | None = None
+    config: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.config = self.root / "client"
+
+    @property
+    def socket(self) -> str:
+        return f"unix://{self.root / 'docker.sock'}"
+
+    def start(self, timeout: float = 60) -> "Docker":
+        dockerd = shutil.which("dockerd")
+        if dockerd is None or not os.path.exists(CLIENT) or not os.path.exists(BUSYBOX):
+            raise DockerUnavailable("dockerd, docker or busybox is missing (scripts/install-test-deps.sh "
+                                    "installs docker.io and busybox-static)")
+        if os.geteuid() != 0:
+            raise DockerUnavailable("dockerd runs as root only")
+        self.config.mkdir(parents=True)
+        log = (self.root / "dockerd.log").open("ab")
+        self.process = subprocess.Popen(
+            [dockerd, "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
+             "--pidfile", str(self.root / "docker.pid"), "-H", self.socket, "--bridge", "none",
+             "--iptables=false", "--ip-masq=false", "--storage-driver", "vfs"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise DockerUnavailable(f"dockerd exited: {(self.root / 'dockerd.log').read_text()[-1500:]}")
+            if self.run("version", check=False).returncode == 0:
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise DockerUnavailable("dockerd did not answer")
+
+    def run(self, *args: str, check: bool = True, input: str | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "DOCKER_CONFIG": str(self.config)}
+        done = subprocess.run([CLIENT, "-H", self.socket, *args], capture_output=True, text=True, env=env,
+                              input=input, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"docker {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def import_busybox(self, name: str) -> None:
+        """An image whose /bin/sh is static busybox, tagged ``name``."""
+        with tempfile.TemporaryDirectory() as scratch:
+            archive = Path(scratch) / "rootfs.tar"
+            with tarfile.open(archive, "w") as tar:
+                tar.add(BUSYBOX, arcname="bin/busybox")
+                for applet in ("sh", "echo", "cat"):
+                    link = tarfile.TarInfo(f"bin/{applet}")
+                    link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+                    tar.addfile(link)
+            self.run("import", str(archive), name)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+        self.process = None
+        # Containers' mounts and vfs layers are root-owned trees: remove what can be removed.
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_docker() -> Docker:
+    return Docker(Path(tempfile.mkdtemp(prefix="registry-docker-"))).start()
