@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any, Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -56,3 +57,18 @@ def openapi_document(request: HttpRequest) -> HttpResponse:
 @read_only
 def api_docs(request: HttpRequest) -> HttpResponse:
     return render(request, "ops/api_docs.html", {"operations": openapi.operations()})
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's handler500: a failure outside a view (in a middleware) still answers in the shape the
+    client reads: the OCI envelope on /v2/, the token API's ``{"error"}`` elsewhere."""
+    import sys
+
+    from registry import errors
+
+    error = sys.exc_info()[1] or RuntimeError("unknown failure")
+    response = errors.failure_response(request, error)
+    if not request.path.startswith("/v2"):
+        body = json.loads(response.content)["errors"][0]
+        response = JsonResponse({"error": body["message"]}, status=response.status_code)
+    return response

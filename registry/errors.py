@@ -7,13 +7,17 @@ through (registry.storage.driver.StorageFull); ``response_for`` turns any of the
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.http import HttpResponse
+from django.db import OperationalError
+from django.http import HttpRequest, HttpResponse
 
 from registry.services import exceptions as exc
-from registry.storage.driver import StorageFull
+from registry.storage.driver import StorageError, StorageFull
+
+log = logging.getLogger("registry.errors")
 
 
 @dataclass(frozen=True)
@@ -111,4 +115,26 @@ def response_for(error: Answered) -> HttpResponse:
         response["Range"] = f"0-{max(error.offset - 1, 0)}"
     if isinstance(error, exc.RangeNotSatisfiable):
         response["Content-Range"] = f"bytes */{error.size}"
+    return response
+
+
+def failure_response(request: HttpRequest, error: BaseException) -> HttpResponse:
+    """A 5xx in the OCI envelope for what went wrong underneath, logged with the request id.
+
+    The database down or out of pooled connections, or the storage failing, are 503 with
+    Retry-After (clients retry those); anything else is a 500. The message names the request id,
+    which the log line carries too, never the error's own text (it may name paths or hosts).
+    """
+    request_id = getattr(request, "request_id", "")
+    if isinstance(error, OperationalError):
+        code, what = UNAVAILABLE, "the database is not available"
+    elif isinstance(error, StorageError):
+        code, what = UNAVAILABLE, "the storage is not available"
+    else:
+        code, what = INTERNAL, "internal server error"
+    log.error("%s %s failed (request %s): %s", request.method, request.path, request_id, what,
+              exc_info=(type(error), error, error.__traceback__))
+    response = error_response(code, f"{what}; request id {request_id}" if request_id else what)
+    if code is UNAVAILABLE:
+        response["Retry-After"] = "1"
     return response

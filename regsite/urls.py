@@ -9,3 +9,6 @@ urlpatterns = [
     path("ui/", include("ops.ui.urls")),
     path("", include("ops.urls")),
 ]
+
+# An error that escapes a view's own handling (a middleware failing) still answers in JSON.
+handler500 = "ops.views.server_error"

@@ -25,6 +25,7 @@ from registry.services.exceptions import (
     ManifestInvalid,
     ManifestTooLarge,
     ManifestUnknown,
+    TagInvalid,
 )
 
 
@@ -195,7 +196,12 @@ def _lookup_sql(by_digest: bool, with_body: bool) -> str:
 
 def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
     check_name(name)
-    by_digest, tag = _reference(reference)
+    try:
+        by_digest, tag = _reference(reference)
+    except TagInvalid:
+        # A reference that is not a valid tag names nothing: 404, as CNCF distribution answers
+        # and the OCI conformance suite expects (a PUT of one is still refused as invalid).
+        raise ManifestUnknown(f"manifest {reference[:200]!r} unknown to repository {name!r}") from None
     with connection.cursor() as cursor:
         cursor.execute(_lookup_sql(by_digest is not None, with_body), [name, str(by_digest or tag)])
         row = cursor.fetchone()

@@ -6,7 +6,6 @@ import json
 import logging
 from typing import Any, Callable
 
-from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse
 
 from registry import errors
@@ -36,12 +35,8 @@ def registry_view(*methods: str) -> Callable[[View], View]:
                     response = errors.response_for(exc)
                 except BadHeader as exc:
                     response = errors.error_response(errors.BLOB_UPLOAD_INVALID, str(exc))
-                except OperationalError as exc:
-                    # The database is down or every pooled connection is busy: a client retries
-                    # a 503, as it would not a 500.
-                    log.error("database unavailable for %s %s: %s", request.method, request.path, exc)
-                    response = errors.error_response(errors.UNAVAILABLE, "the database is not available")
-                    response["Retry-After"] = "1"
+                except Exception as exc:  # every failure of /v2/ is answered in the OCI envelope
+                    response = errors.failure_response(request, exc)
             response[API_VERSION[0]] = API_VERSION[1]
             if request.method == "HEAD" and not response.streaming:
                 length = response.get("Content-Length") or str(len(response.content))

@@ -1,0 +1,52 @@
+"""Every 5xx from /v2/ is the OCI envelope (never Django's HTML page) and names the request id that the
+log line carries: an unexpected exception (500), the database or the storage failing (503)."""
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from django.db import OperationalError
+from django.test import Client
+
+from registry.services import manifests
+from registry.storage.driver import StorageError
+from tests.support.auth import auth_on, auth_paths, basic  # noqa: F401  (fixtures)
+from tokens import middleware
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client() -> Client:  # what a real client sees: no exception re-raised into the test
+    return Client(raise_request_exception=False)
+
+
+@pytest.mark.parametrize("failure, status, code", [
+    (RuntimeError("a bug"), 500, "UNKNOWN"),
+    (OperationalError("couldn't get a connection after 10.00 sec"), 503, "UNAVAILABLE"),
+    (StorageError("S3 AccessDenied on blobs/x"), 503, "UNAVAILABLE"),
+])
+def test_a_failing_view_answers_in_the_oci_envelope(client, monkeypatch, caplog, failure, status, code) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise failure
+
+    monkeypatch.setattr(manifests, "get", fail)
+    with caplog.at_level(logging.ERROR, logger="registry.errors"):
+        response = client.get("/v2/team/app/manifests/v1", HTTP_X_REQUEST_ID="req-123")
+    assert response.status_code == status and response["Content-Type"] == "application/json"
+    error = json.loads(response.content)["errors"][0]
+    assert error["code"] == code and error["message"].endswith("request id req-123")
+    assert str(failure) not in response.content.decode()  # the cause is logged, not shown
+    assert any("req-123" in r.getMessage() and r.exc_info for r in caplog.records)
+    assert (response.get("Retry-After") == "1") is (status == 503)
+
+
+def test_a_failure_outside_the_views_is_json_too(client, monkeypatch, auth_on) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the middleware broke")
+
+    monkeypatch.setattr(middleware, "authenticate", fail)
+    response = client.get("/v2/_catalog", HTTP_AUTHORIZATION=basic("alice", "wonderland"))
+    assert response.status_code == 500
+    assert json.loads(response.content)["errors"][0]["code"] == "UNKNOWN"
