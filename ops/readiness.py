@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Callable
 
 from django.conf import settings
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
 from registry.models import Repository
 from registry.storage import default_driver, paths
@@ -25,13 +27,35 @@ Check = Callable[[], "str | None"]
 PROBE_DATA = b"ready\n"
 
 
+_migrated = False
+
+
 def database() -> str | None:
-    # A query on a registry table proves both the connection and that migrations ran.
+    """The connection, then the schema: an unreachable server and missing migrations are told apart,
+    since their fixes differ (a restart or a network, or ``manage.py migrate``)."""
+    global _migrated
     try:
-        Repository.objects.exists()
-    except Exception as exc:  # any driver error means "cannot serve"
-        log.warning("readiness: database check failed: %s", exc)
+        connection.ensure_connection()
+    except Exception as exc:
+        log.warning("readiness: database check failed: cannot connect: %s", exc)
         return "database does not answer"
+    if not _migrated:
+        try:
+            pending = MigrationExecutor(connection).migration_plan(
+                MigrationExecutor(connection).loader.graph.leaf_nodes())
+        except Exception as exc:
+            log.warning("readiness: database check failed: migrations cannot be read: %s", exc)
+            return "database does not answer"
+        if pending:
+            log.warning("readiness: database check failed: %d migrations not applied (run manage.py "
+                        "migrate)", len(pending))
+            return f"database schema is not migrated ({len(pending)} migrations pending)"
+        _migrated = True  # applied migrations stay applied: checked once per process
+    try:
+        Repository.objects.exists()  # a registry table answers
+    except Exception as exc:
+        log.warning("readiness: database check failed: %s", exc)
+        return "database does not answer registry queries"
     return None
 
 
@@ -43,18 +67,21 @@ def _where() -> str:
 
 
 def storage() -> str | None:
-    try:
-        driver = default_driver()
-        probe = paths.probe(secrets.token_hex(8))
-        driver.write(probe, PROBE_DATA)
+    """A probe written, read back and removed where pushes write: uploads/ and blobs/."""
+    for area in (paths.UPLOADS, paths.BLOBS):
         try:
-            if driver.read(probe) != PROBE_DATA:
-                return "storage root returned different bytes than written"
-        finally:
-            delete_if_exists(driver, probe)
-    except Exception as exc:  # StorageError, OSError, or a root that cannot be created
-        log.warning("readiness: %s is not writable: %s", _where(), exc)
-        return "bucket is not writable" if driver_is_remote() else "storage root is not writable"
+            driver = default_driver()
+            probe = paths.probe(secrets.token_hex(8), area)
+            driver.write(probe, PROBE_DATA)
+            try:
+                if driver.read(probe) != PROBE_DATA:
+                    return f"{area}/ returned different bytes than written"
+            finally:
+                delete_if_exists(driver, probe)
+        except Exception as exc:  # StorageError, OSError, or a root that cannot be created
+            log.warning("readiness: %s: %s/ is not writable: %s", _where(), area, exc)
+            where = "in the bucket" if driver_is_remote() else "in the storage root"
+            return f"{area}/ {where} is not writable"
     return None
 
 

@@ -29,17 +29,18 @@ def test_it_is_ready_with_every_check_ok(client: Client) -> None:
 def test_it_leaves_no_probe_file_behind(client: Client, storage_root: Path) -> None:
     _ready(client)
     _ready(client)
-    assert list((storage_root / paths.PROBES).iterdir()) == []
+    assert [p for p in storage_root.rglob("*") if p.is_file()] == []
 
 
-def test_it_fails_storage_when_the_root_is_not_writable(client: Client, storage_root: Path) -> None:
-    # A file where the probe directory must go: every write below it fails, as on a read-only mount.
-    (storage_root / paths.PROBES).write_text("in the way")
+@pytest.mark.parametrize("area", [paths.UPLOADS, paths.BLOBS])
+def test_it_fails_storage_when_pushes_could_not_write(client: Client, storage_root: Path, area: str) -> None:
+    # A file where the directory must be: every write below it fails, as on a read-only mount.
+    (storage_root / area).write_text("in the way")
     status, body = _ready(client)
     assert status == 503
     assert body["status"] == "unavailable"
     assert body["failing"] == ["storage"]
-    assert body["checks"]["storage"] == "storage root is not writable"
+    assert body["checks"]["storage"] == f"{area}/ in the storage root is not writable"
     assert body["checks"]["database"] == "ok"
 
 
@@ -103,7 +104,7 @@ def test_it_fails_tokens_when_the_directory_is_not_writable(client: Client, sett
 
 
 def test_it_reports_every_failing_check_at_once(client: Client, settings, auth_on, storage_root: Path) -> None:
-    (storage_root / paths.PROBES).write_text("in the way")
+    (storage_root / paths.UPLOADS).write_text("in the way")
     settings.REGISTRY_MIN_FREE_BYTES = 2**62
     auth_on.htpasswd_file.unlink()
     status, body = _ready(client)

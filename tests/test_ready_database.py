@@ -40,7 +40,7 @@ def test_it_fails_database_while_the_registry_tables_are_missing(tmp_path: Path)
             status, body = _ready(server)
             assert status == 503
             assert body["failing"] == ["database"]
-            assert body["checks"]["database"] == "database does not answer"
+            assert body["checks"]["database"] == "database does not answer registry queries"
             assert body["checks"]["storage"] == "ok"
         with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as response:
             scrape = response.read().decode()  # the HTTP metrics matter most during an outage
@@ -52,3 +52,17 @@ def test_it_fails_database_while_the_registry_tables_are_missing(tmp_path: Path)
     finally:
         server.stop()
     assert "readiness: database check failed" in server.log_path.read_text()
+
+
+def test_it_says_when_the_schema_is_not_migrated(tmp_path: Path) -> None:
+    server = RegistryServer(tmp_path / "server", workers=1).start()
+    try:
+        with sqlite3.connect(server.workdir / "db.sqlite3") as db:  # as if an upgrade skipped migrate
+            db.execute("DELETE FROM django_migrations WHERE app = 'registry' AND name LIKE '0002%'")
+        server.stop()
+        server.start(migrate=False)  # a new release started without its migrations
+        status, body = _ready(server)
+        assert status == 503 and body["checks"]["database"] == (
+            "database schema is not migrated (1 migrations pending)")
+    finally:
+        server.stop()

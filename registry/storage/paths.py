@@ -47,10 +47,16 @@ def upload_data(upload_id: str) -> str:
     return f"{upload_dir(upload_id)}/data"
 
 
-def probe(name: str) -> str:
+def probe(name: str, area: str = PROBES) -> str:
+    """A readiness probe file: in ``_probe/``, or in ``blobs/`` or ``uploads/`` themselves (where a
+    push writes), as ``.probe-<name>``, a name no blob or upload path can have."""
     if not re.fullmatch(r"[0-9a-f]{8,64}", name):
         raise ValueError(f"invalid probe name {name!r}")
-    return f"{PROBES}/{name}"
+    if area == PROBES:
+        return f"{PROBES}/{name}"
+    if area not in (BLOBS, UPLOADS):
+        raise ValueError(f"no probes in {area!r}")
+    return f"{area}/.probe-{name}"
 
 
 def lock(name: str) -> str:

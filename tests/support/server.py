@@ -72,16 +72,17 @@ class RegistryServer:
             cwd=REPO, env=self.env(), input=input, capture_output=True, text=True, timeout=120,
         )
 
-    def start(self, timeout: float = 30.0) -> "RegistryServer":
+    def start(self, timeout: float = 30.0, migrate: bool = True) -> "RegistryServer":
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "config.toml"
         if not config.exists():
             config.write_text("")
         if not self.port:
             self.port = free_port()
-        migrated = self.manage("migrate", "--noinput")
-        if migrated.returncode != 0:
-            raise RuntimeError(f"migrate failed: {migrated.stderr}")
+        if migrate:
+            migrated = self.manage("migrate", "--noinput")
+            if migrated.returncode != 0:
+                raise RuntimeError(f"migrate failed: {migrated.stderr}")
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [str(VENV_BIN / "gunicorn"), "-c", str(REPO / "gunicorn.conf.py")],
