@@ -85,6 +85,17 @@ CHOICES = {
 SECRET_KEYS = {("storage", "s3_secret_key"), ("storage", "s3_access_key")}
 
 
+# The project directory (where manage.py is). Relative paths in the configuration, and the default
+# config.toml, are relative to it, whatever the working directory: the server and every manage.py
+# command, started from anywhere, then use the same files.
+BASE_DIR = Path(__file__).resolve().parent.parent
+PATHS_NOTE = (f"It reads the server's configuration (config.toml in {BASE_DIR} or SVC_CONFIG, and the SVC_* "
+              "variables) and resolves relative paths in it against that directory, as the server "
+              "does, wherever it is run from.")
+PATH_KEYS = (("server", "secret_key_file"), ("storage", "root"), ("auth", "htpasswd_file"),
+             ("auth", "token_storage"))
+
+
 class ConfigError(Exception):
     """A configuration value is missing, unknown or of the wrong type."""
 
@@ -160,7 +171,7 @@ def _coerce(key: str, default: Any, value: Any, from_env: bool) -> Any:
 def load(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Return the merged configuration: defaults < TOML file < environment."""
     env = os.environ if environ is None else environ
-    path = Path(env.get("SVC_CONFIG", "config.toml"))
+    path = Path(env["SVC_CONFIG"]) if "SVC_CONFIG" in env else BASE_DIR / "config.toml"
     file_values: dict[str, Any] = {}
     if path.exists():
         try:
@@ -400,6 +411,17 @@ def s3_driver(storage: Mapping[str, Any]) -> Any:
                     redirect_endpoint=storage["redirect_endpoint"] or None)
 
 
+def resolve_paths(cfg: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
+    """The configuration with its relative paths made absolute against the project directory."""
+    root = base or BASE_DIR
+    for table, key in PATH_KEYS:
+        cfg[table][key] = str(root / cfg[table][key])  # an absolute path stays as it is
+    url = cfg["database"]["url"]
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        cfg["database"]["url"] = "sqlite:///" + str(root / url[len("sqlite:///"):])
+    return cfg
+
+
 def load_or_exit(
     environ: Mapping[str, str] | None = None, serving: bool = False
 ) -> dict[str, Any]:
@@ -409,7 +431,7 @@ def load_or_exit(
     file, since ``manage.py adduser`` is one way to create it.
     """
     try:
-        cfg = load(environ)
+        cfg = resolve_paths(load(environ))
         if cfg["storage"]["backend"] == "filesystem":
             ensure_writable_dir("[storage] root", Path(cfg["storage"]["root"]))
         if cfg["auth"]["token_backend"] == "files":

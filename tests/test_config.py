@@ -34,10 +34,24 @@ def test_it_uses_the_defaults_without_a_file_or_environment(tmp_path, monkeypatc
     assert cfg["auth"]["enabled"] is False
 
 
-def test_it_reads_config_toml_from_the_working_directory(tmp_path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "config.toml").write_text("[server]\nworkers = 7\n")
+def test_it_reads_config_toml_from_the_project_directory_wherever_it_runs(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(config, "BASE_DIR", tmp_path / "project")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "config.toml").write_text("[server]\nworkers = 7\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
     assert config.load({})["server"]["workers"] == 7
+
+
+def test_it_resolves_relative_paths_against_the_project_directory(tmp_path) -> None:
+    cfg = config.resolve_paths({table: dict(keys) for table, keys in config.DEFAULTS.items()}, tmp_path)
+    assert cfg["storage"]["root"] == str(tmp_path / "data/registry")
+    assert cfg["auth"]["htpasswd_file"] == str(tmp_path / "users.htpasswd")
+    assert cfg["auth"]["token_storage"] == str(tmp_path / "data/tokens")
+    assert cfg["server"]["secret_key_file"] == str(tmp_path / "data/secret_key")
+    assert cfg["database"]["url"] == f"sqlite:///{tmp_path}/data/db.sqlite3"
+    absolute = config.resolve_paths({**cfg, "storage": {**cfg["storage"], "root": "/srv/registry"}}, tmp_path)
+    assert absolute["storage"]["root"] == "/srv/registry"
 
 
 def test_it_reads_the_file_named_by_svc_config(toml) -> None:

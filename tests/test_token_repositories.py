@@ -87,7 +87,7 @@ def test_the_token_api_and_bearer_auth_work_with_the_database(client, database_b
 
 def test_the_token_commands_work_with_the_database(database_backend) -> None:
     out = io.StringIO()
-    call_command("createtoken", "--username", "ci", "--role", "admin", stdout=out, stderr=io.StringIO())
+    call_command("createtoken", "--username", "alice", "--role", "admin", stdout=out, stderr=io.StringIO())
     token = out.getvalue().strip()
     assert services.authenticate_token(token).role == "admin"
     listed = io.StringIO()

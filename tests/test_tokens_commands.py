@@ -136,3 +136,15 @@ def test_it_refuses_to_add_a_user_without_a_usable_password(auth_paths, args, st
     with pytest.raises(CommandError, match=message):
         run("adduser", *args, stdin=stdin)
     assert auth_paths.htpasswd_file.read_text() == before
+
+
+def test_createtoken_refuses_a_user_that_is_not_in_the_htpasswd_file(auth_paths) -> None:
+    with pytest.raises(CommandError, match="no user 'nosuchuser' in .*users.htpasswd"):
+        call_command("createtoken", "--username", "nosuchuser", stdout=io.StringIO(), stderr=io.StringIO())
+
+
+@pytest.mark.parametrize("command", ["createtoken", "listtokens", "revoketoken", "adduser", "copytokens"])
+def test_the_commands_say_how_they_find_the_configuration(command, capsys) -> None:
+    with pytest.raises(SystemExit):
+        call_command(command, "--help")
+    assert "resolves relative paths" in " ".join(capsys.readouterr().out.split())

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from regsite.config import PATHS_NOTE
 from tokens import htpasswd
 
 
@@ -17,6 +18,7 @@ class Command(BaseCommand):
         "Write a bcrypt entry for USERNAME into the htpasswd file ([auth] htpasswd_file), creating "
         "the file if needed and replacing the user's old entry. The password comes from "
         "--password-stdin or is prompted for on a terminal."
+        + " " + PATHS_NOTE
     )
     stealth_options = ("stdin",)
 

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from regsite.config import PATHS_NOTE
 from tokens import services
 from tokens.db_repository import DatabaseTokenRepository
 
@@ -16,6 +17,7 @@ class Command(BaseCommand):
         "so the same tokens go on authenticating and none is re-issued. Records already in the "
         "database are left as they are; expired ones are copied too (they still show as expired). "
         "Run it again after any token is created through the files backend meanwhile."
+        + " " + PATHS_NOTE
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

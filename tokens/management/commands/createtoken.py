@@ -3,15 +3,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tokens import services
+from regsite.config import PATHS_NOTE
+from tokens import htpasswd, services
 
 
 class Command(BaseCommand):
     help = (
         "Create an API token and print it on stdout (the only time it is shown). "
         "Registry clients log in with the username 'token' and the token as the password."
+        + " " + PATHS_NOTE
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -22,6 +25,9 @@ class Command(BaseCommand):
         parser.add_argument("--description", default="", help="A label shown in token lists.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["username"] not in htpasswd.current_file().snapshot().users:
+            raise CommandError(f"no user {options['username']!r} in {settings.AUTH_HTPASSWD_FILE}: a token "
+                               "belongs to an htpasswd user (add one with manage.py adduser)")
         try:
             created = services.create_token(options["username"], options["role"], options["ttl_days"],
                                             options["description"])

@@ -6,13 +6,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from regsite.config import PATHS_NOTE
 from tokens import services
 
 COLUMNS = ("HASH_PREFIX", "OWNER", "ROLE", "CREATED", "EXPIRES", "STATE", "DESCRIPTION")
 
 
 class Command(BaseCommand):
-    help = "List API tokens by hash prefix, owner, role, creation and expiry time."
+    help = "List API tokens by hash prefix, owner, role, creation and expiry time." + " " + PATHS_NOTE
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", help="Only this user's tokens.")

@@ -5,11 +5,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from regsite.config import PATHS_NOTE
 from tokens import services
 
 
 class Command(BaseCommand):
-    help = "Revoke an API token, given the 16-character hash prefix that listtokens shows."
+    help = "Revoke an API token, given the 16-character hash prefix that listtokens shows." + " " + PATHS_NOTE
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("hash_prefix", help="The token's hash prefix (16 hexadecimal characters).")
