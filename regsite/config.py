@@ -289,12 +289,27 @@ def _validate(cfg: dict[str, Any]) -> None:
     if bool(storage["s3_access_key"]) != bool(storage["s3_secret_key"]):
         raise ConfigError("[storage] s3_secret_key: s3_access_key and s3_secret_key go together "
                           "(leave both empty for the standard AWS credential chain)")
+    _check_bind(cfg["server"]["bind"])
     if cfg["server"]["log_level"].lower() not in LOG_LEVELS:
         raise ConfigError(
             f"[server] log_level: expected one of {', '.join(sorted(LOG_LEVELS))}, "
             f"got {cfg['server']['log_level']!r}"
         )
     database_settings(cfg["database"])
+
+
+def _check_bind(bind: str) -> None:
+    """host:port, [ipv6]:port or unix:/path, as gunicorn takes them: anything else made gunicorn
+    retry a connection to nowhere instead of stopping."""
+    if bind.startswith("unix:") and len(bind) > len("unix:"):
+        return
+    host, sep, port = bind.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    valid_host = bool(host) and all(c.isalnum() or c in ".-:_" for c in host)
+    if not (sep and valid_host and port.isdigit() and 0 < int(port) < 65536):
+        raise ConfigError(f"[server] bind: expected host:port (e.g. 0.0.0.0:4000), [ipv6]:port or "
+                          f"unix:/path, got {bind!r}")
 
 
 def database_settings(database: Mapping[str, Any]) -> dict[str, Any]:

@@ -170,3 +170,29 @@ def test_it_stops_with_exit_code_2_on_an_unusable_storage_root(tmp_path) -> None
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     _assert_stopped(_start(tmp_path, SVC_STORAGE_ROOT=str(blocker / "registry")), "[storage] root: cannot create")
+
+
+@pytest.mark.parametrize("bind", ["nonsense", "4000", "host:", ":4000", "0.0.0.0:99999", "a b:4000", "unix:"])
+def test_it_refuses_a_bind_address_gunicorn_cannot_use(tmp_path, monkeypatch, bind) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(config.ConfigError, match="^\\[server\\] bind: expected host:port"):
+        config.load({"SVC_SERVER_BIND": bind})
+
+
+@pytest.mark.parametrize("bind", ["0.0.0.0:4000", "127.0.0.1:1", "[::1]:4000", "[::]:80", "registry:4000",
+                                  "unix:/run/registry.sock"])
+def test_it_takes_the_bind_addresses_gunicorn_takes(tmp_path, monkeypatch, bind) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert config.load({"SVC_SERVER_BIND": bind})["server"]["bind"] == bind
+
+
+def test_gunicorn_stops_at_once_on_a_nonsense_bind(tmp_path) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
+    base.update({"SVC_SERVER_BIND": "nonsense", "SVC_STORAGE_ROOT": str(tmp_path / "registry"),
+                 "SVC_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+                 "SVC_AUTH_TOKEN_STORAGE": str(tmp_path / "tokens"),
+                 "SVC_SERVER_SECRET_KEY_FILE": str(tmp_path / "key")})
+    gunicorn = Path(sys.executable).parent / "gunicorn"
+    result = subprocess.run([str(gunicorn), "-c", str(ROOT / "gunicorn.conf.py")], cwd=ROOT, env=base,
+                            capture_output=True, text=True, timeout=30)
+    _assert_stopped(result, "[server] bind: expected host:port")
