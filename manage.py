@@ -7,6 +7,14 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:] in (["version"], ["--version"]):
+        # Django answers these itself, with its own version, before looking for any command.
+        import django
+
+        from regsite.version import version
+
+        print(f"svc-registry {version()}\nDjango {django.get_version()}")
+        return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "regsite.settings")
     from django.core.management import execute_from_command_line
 

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from registry.models import Blob
+from regsite.version import version
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,9 @@ class StateCollector:
     """
 
     def collect(self) -> Iterator[Metric]:
+        build = GaugeMetricFamily("registry_build_info", "The registry's version (always 1).", labels=["version"])
+        build.add_metric([version()], 1)
+        yield build
         try:
             totals = Blob.objects.aggregate(count=Count("id"), size=Sum("size"))
         except DatabaseError as exc:

@@ -11,6 +11,7 @@ from functools import lru_cache
 
 from ops.openapi import registry_api, service_api
 from ops.openapi.components import Spec, components
+from regsite.version import version
 
 HTTP_METHODS = ("get", "head", "post", "put", "patch", "delete")
 
@@ -40,7 +41,7 @@ def document() -> Spec:
     }
     return {
         "openapi": "3.1.0",
-        "info": {"title": "svc-registry", "version": "1.0.0", "description": DESCRIPTION},
+        "info": {"title": "svc-registry", "version": version(), "description": DESCRIPTION},
         "servers": [{"url": "/", "description": "This service"}],
         "tags": [
             {"name": "registry", "description": "OCI Distribution v1.1 / Docker Registry v2 API."},

@@ -27,6 +27,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_protect
 
 from registry.services import exceptions as exc
+from regsite.version import version
 from tokens import htpasswd
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ def sign_in_redirect(request: HttpRequest) -> HttpResponse:
 def page(request: HttpRequest, template: str, context: dict[str, Any] | None = None,
          status: int = 200) -> HttpResponse:
     viewer = getattr(request, "viewer", None) or viewer_for(request)
-    base = {"viewer": viewer, "registry_host": request.get_host()}
+    base = {"viewer": viewer, "registry_host": request.get_host(), "registry_version": version()}
     response = render(request, f"ui/{template}", {**base, **(context or {})}, status=status)
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
