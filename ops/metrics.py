@@ -20,6 +20,7 @@ from django.db.models import Count, Sum
 from prometheus_client import CollectorRegistry, Counter, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from ops.processes import ProcessesCollector
 from registry.models import Blob
 from regsite.version import version
 
@@ -137,13 +138,14 @@ def multiprocess_dir() -> str | None:
 
 def exposition() -> bytes:
     """The Prometheus text format of every metric of the service, summed over all workers."""
+    sources: list[object] = [StateCollector()]
     if multiprocess_dir():
         workers = CollectorRegistry()
         multiprocess.MultiProcessCollector(workers)
-        process_metrics: object = workers
+        sources += [workers, ProcessesCollector()]
     else:
-        process_metrics = prometheus_client.REGISTRY
-    return prometheus_client.generate_latest(_Sources([process_metrics, StateCollector()]))  # type: ignore[arg-type]
+        sources.append(prometheus_client.REGISTRY)  # with this process's own process_* metrics
+    return prometheus_client.generate_latest(_Sources(sources))  # type: ignore[arg-type]
 
 
 # The classic text format: every Prometheus 2.x and 3.x server and promtool read it.

@@ -130,3 +130,22 @@ def test_it_sums_registry_counters_over_workers(start_registry) -> None:
     assert value(text, "registry_upload_sessions_total", event="completed") == 1
     assert value(text, "registry_storage_blobs") == 1
     assert value(text, "registry_storage_bytes") == len(data)
+
+
+def test_it_shows_cpu_memory_and_open_files_of_every_gunicorn_process(start_registry) -> None:
+    server = start_registry(workers=3)
+    text = scrape(server)
+    by_pid: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("process_") and "pid" in sample.labels:
+                by_pid.setdefault(sample.labels["pid"], {})[sample.name] = sample.value
+                assert sample.labels["role"] in ("master", "worker")
+    assert {int(pid) for pid in by_pid} == set(server.pids())  # the master and its 3 workers
+    for figures in by_pid.values():
+        assert figures["process_resident_memory_bytes"] > 10 * 2**20
+        assert figures["process_open_fds"] > 3 and figures["process_cpu_seconds_total"] > 0
+        assert abs(figures["process_start_time_seconds"] - time.time()) < 600
+    checked = subprocess.run([require_tool("promtool"), "check", "metrics"], input=text, capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
