@@ -92,12 +92,14 @@ class Upload(models.Model):
     algorithm = models.CharField(max_length=16, default="sha256")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now, db_index=True)
-    offset = models.BigIntegerField(default=0)
+    # Defaults in the database too (db_default): the previous release, which inserts sessions
+    # without these columns, keeps working on a migrated database during an upgrade or rollback.
+    offset = models.BigIntegerField(default=0, db_default=0)
     hash_state = models.BinaryField(null=True)
-    storage_state = models.JSONField(default=dict)
+    storage_state = models.JSONField(default=dict, null=True)
     # A lease, not a lock: a request writing to the session holds it until it is done or until
     # lease_until, so a replica that dies mid-request blocks the session only until then.
-    lease_owner = models.CharField(max_length=32, blank=True, default="")
+    lease_owner = models.CharField(max_length=32, blank=True, default="", db_default="")
     lease_until = models.DateTimeField(null=True)
 
 

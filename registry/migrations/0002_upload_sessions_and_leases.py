@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='upload',
             name='lease_owner',
-            field=models.CharField(blank=True, default='', max_length=32),
+            field=models.CharField(blank=True, db_default='', default='', max_length=32),
         ),
         migrations.AddField(
             model_name='upload',
@@ -37,11 +37,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='upload',
             name='offset',
-            field=models.BigIntegerField(default=0),
+            field=models.BigIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
             model_name='upload',
             name='storage_state',
-            field=models.JSONField(default=dict),
+            field=models.JSONField(default=dict, null=True),
         ),
     ]
