@@ -7,7 +7,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-RUN useradd --system --uid 10001 --user-group --home-dir /app --shell /usr/sbin/nologin registry \
+# The group is made with the same id as the user: /data belongs to 10001:10001, which is what the
+# container runs as (USER below) and what Kubernetes' fsGroup: 10001 gives a volume.
+RUN groupadd --system --gid 10001 registry \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /app --shell /usr/sbin/nologin registry \
     && mkdir -p /data \
     && chown registry:registry /data
 

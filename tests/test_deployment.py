@@ -67,6 +67,15 @@ def test_it_runs_as_a_non_root_user() -> None:
     assert kinds.index("USER") > max(i for i, kind in enumerate(kinds) if kind == "RUN")
 
 
+def test_the_data_volume_belongs_to_the_user_and_group_it_runs_as() -> None:
+    [user] = instructions("USER")
+    uid, _, gid = user.partition(":")
+    setup = " ".join(instructions("RUN"))
+    assert f"groupadd --system --gid {gid} registry" in setup
+    assert f"useradd --system --uid {uid} --gid {gid}" in setup
+    assert "chown registry:registry /data" in setup
+
+
 def test_its_entry_migrates_then_execs_gunicorn_on_4000() -> None:
     command = exec_form(instructions("CMD")[-1])
     assert command[:2] == ["sh", "-c"]
