@@ -152,3 +152,11 @@ def test_it_refuses_other_methods_on_pages(client: Client) -> None:
 ])
 def test_it_announces_only_real_looking_deletes(client: Client, showcase, path: str, text: str) -> None:
     assert text not in client.get(path).content.decode()
+
+
+def test_it_offers_the_pull_command_that_fits_the_artifact(client: Client, showcase) -> None:
+    latest, sbom = showcase["latest"], showcase["sbom"]
+    image = text(client.get(f"/ui/r/team/app/-/manifests/{latest.digest}"))
+    assert f"docker pull testserver/team/app@{latest.digest}" in image
+    artifact = text(client.get(f"/ui/r/team/app/-/manifests/{sbom.digest}"))
+    assert f"oras pull testserver/team/app@{sbom.digest}" in artifact and "docker pull" not in artifact
