@@ -71,6 +71,13 @@ class Postgres:
             raise RuntimeError(done.stderr)
         return done.stdout.strip()
 
+    def restart(self) -> None:
+        """Stop the server (closing every client connection) and start it again on the same port."""
+        done = self._run(str(self.bindir / "pg_ctl"), "-D", str(self.workdir / "data"), "-m", "fast", "-w",
+                         "-l", str(self.workdir / "server.log"), "restart")
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_ctl restart failed: {done.stderr or done.stdout}")
+
     def stop(self) -> None:
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.workdir / "data"), "-m", "immediate", "stop")
 
