@@ -39,6 +39,9 @@ limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 16384
 forwarded_allow_ips = "127.0.0.1,::1"
+# gunicorn 27's control socket (for gunicornc) is one path per user and host: two instances on one
+# host removed each other's, and in the container its directory is not writable. Nothing here uses it.
+control_socket_disable = True
 
 
 def post_worker_init(worker: object) -> None:

@@ -1,0 +1,20 @@
+"""What gunicorn is started with: the tested major version, and no control socket (one path per user
+and host, which two instances on one host would fight over)."""
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_it_runs_the_gunicorn_it_is_tested_with() -> None:
+    assert importlib.metadata.version("gunicorn").split(".")[0] == "27"
+
+
+def test_two_instances_on_one_host_start_without_a_control_socket(start_registry) -> None:
+    one, two = start_registry(name="one"), start_registry(name="two")
+    for server in (one, two):
+        log = server.log_path.read_text()
+        assert "Control socket" not in log and "Permission denied" not in log, log[-2000:]
