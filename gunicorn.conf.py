@@ -68,6 +68,14 @@ def on_starting(server: object) -> None:
             _os.unlink(_os.path.join(directory, name))
 
 
+def when_ready(server: object) -> None:
+    # With authentication off, anyone who reaches the port may push and delete.
+    if not _svc["auth"]["enabled"] and not _config.loopback_only(_server["bind"]):
+        server.log.warning(  # type: ignore[attr-defined]
+            "authentication is off and the registry listens on %s: anyone who can reach it may push "
+            "and delete images (set [auth] enabled = true, or bind to 127.0.0.1)", _server["bind"])
+
+
 def child_exit(server: object, worker: object) -> None:
     from prometheus_client import multiprocess
 

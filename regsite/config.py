@@ -298,6 +298,14 @@ def _validate(cfg: dict[str, Any]) -> None:
     database_settings(cfg["database"])
 
 
+def loopback_only(bind: str) -> bool:
+    """Whether only this machine can reach ``bind`` (a loopback address or a unix socket)."""
+    if bind.startswith("unix:"):
+        return True
+    host = bind.rpartition(":")[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
 def _check_bind(bind: str) -> None:
     """host:port, [ipv6]:port or unix:/path, as gunicorn takes them: anything else made gunicorn
     retry a connection to nowhere instead of stopping."""

@@ -6,6 +6,8 @@ import importlib.metadata
 
 import pytest
 
+from tests.support.server import RegistryServer, free_port
+
 pytestmark = pytest.mark.e2e
 
 
@@ -18,3 +20,15 @@ def test_two_instances_on_one_host_start_without_a_control_socket(start_registry
     for server in (one, two):
         log = server.log_path.read_text()
         assert "Control socket" not in log and "Permission denied" not in log, log[-2000:]
+
+
+def test_it_warns_once_when_open_to_the_network_without_authentication(start_registry, tmp_path) -> None:
+    port = free_port()
+    open_to_all = RegistryServer(tmp_path / "open", {"SVC_SERVER_BIND": f"0.0.0.0:{port}"}, port=port).start()
+    try:
+        log = open_to_all.log_path.read_text()
+    finally:
+        open_to_all.stop()
+    assert log.count("authentication is off and the registry listens on 0.0.0.0") == 1
+    local = start_registry(name="local")
+    assert "authentication is off" not in local.log_path.read_text()
