@@ -19,6 +19,7 @@ from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
 from registry.services.common import byte_order, check_tag, get_repository, parse_digest
 from registry.services.exceptions import ManifestUnknown
+from registry.services.referrers import referrer_rows
 
 PAGE_SIZE = 50
 RECENT_TAGS = 10
@@ -299,13 +300,10 @@ def manifest(name: str, reference: str) -> ManifestInfo:
 
 
 def referrers(info: ManifestInfo) -> list[Referrer]:
-    rows = (
-        Manifest.objects.filter(repository_id=info.repository_id, subject_digest=info.digest)
-        .order_by("created_at", "id")
-        .values_list("digest", "media_type", "artifact_type", "size", "annotations", "created_at")
-    )
-    return [Referrer(digest, media_type, artifact_type(kind), size, annotations, created)
-            for digest, media_type, kind, size, annotations, created in rows[:REFERRERS_LIMIT]]
+    # The API's bounded query: annotations too large for a listing are left out, never loaded.
+    rows, _more = referrer_rows(info.digest, repository_id=info.repository_id, limit=REFERRERS_LIMIT)
+    return [Referrer(r.digest, r.media_type, artifact_type(r.artifact_type), r.size, r.annotations or {},
+                     r.created_at) for r in rows]
 
 
 def parents(info: ManifestInfo) -> list[str]:

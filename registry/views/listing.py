@@ -40,10 +40,15 @@ def tags_list(request: HttpRequest, name: str) -> HttpResponse:
 @registry_view("GET")
 def referrers_list(request: HttpRequest, name: str, digest: str) -> HttpResponse:
     artifact_type = request.GET.get("artifactType") or None
-    index = referrers.referrers(name, digest, artifact_type)
-    response = json_response(index, content_type=OCI_INDEX)
+    page = referrers.referrers(name, digest, artifact_type, request.GET.get("last") or None)
+    response = json_response(page.index, content_type=OCI_INDEX)
     if artifact_type:
         response["OCI-Filters-Applied"] = "artifactType"
+    if page.next_last:
+        params: dict[str, str | int] = {"last": page.next_last}
+        if artifact_type:
+            params["artifactType"] = artifact_type
+        response["Link"] = next_link(f"/v2/{name}/referrers/{digest}", params)
     return response
 
 
