@@ -49,6 +49,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "registry": {
         "delete_enabled": True,
         "max_manifest_bytes": 4 * 1024 * 1024,
+        "max_descriptors": 1000,
         "upload_expiry_hours": 24,
     },
     "auth": {
@@ -74,6 +75,7 @@ POSITIVE_INTS = {
     ("database", "pool_size"),
     ("database", "pool_timeout"),
     ("registry", "max_manifest_bytes"),
+    ("registry", "max_descriptors"),
     ("registry", "upload_expiry_hours"),
 }
 LOG_LEVELS = {"debug", "info", "warning", "error", "critical"}

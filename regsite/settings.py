@@ -95,6 +95,7 @@ REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])
 REGISTRY_REDIRECT: bool = SVC["storage"]["redirect"]
 REGISTRY_DELETE_ENABLED: bool = SVC["registry"]["delete_enabled"]
 REGISTRY_MAX_MANIFEST_BYTES: int = SVC["registry"]["max_manifest_bytes"]
+REGISTRY_MAX_DESCRIPTORS: int = SVC["registry"]["max_descriptors"]
 REGISTRY_UPLOAD_EXPIRY_HOURS: int = SVC["registry"]["upload_expiry_hours"]
 REGISTRY_GC_INTERVAL_HOURS: int = SVC["gc"]["interval_hours"]
 REGISTRY_GC_GRACE_HOURS: int = SVC["gc"]["grace_hours"]

@@ -39,14 +39,24 @@ class Summary:
         return self.config is not None and self.config.media_type in IMAGE_CONFIG_TYPES
 
 
+# A page shows this much of a manifest's JSON; the rest is a link to the raw manifest.
+PRETTY_LIMIT = 256 * 1024
+
+
 def pretty(body: bytes) -> str:
     try:
         doc = json.loads(body)
     except (UnicodeDecodeError, ValueError, RecursionError):
         doc = None
     if not isinstance(doc, dict) or not doc:
-        return body.decode("utf-8", errors="replace")
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+        text = body[:PRETTY_LIMIT].decode("utf-8", errors="replace")
+    else:
+        # Lone surrogates (stored before pushes refused them) are written out, not sent as
+        # text that cannot be encoded.
+        text = json.dumps(doc, indent=2, ensure_ascii=False).encode("utf-8", "backslashreplace").decode()
+    if len(text) > PRETTY_LIMIT:
+        return text[:PRETTY_LIMIT] + f"\n… ({len(body)} bytes in all: the manifest's own URL gives the rest)"
+    return text
 
 
 def summarize(body: bytes, media_type: str) -> Summary:

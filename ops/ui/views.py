@@ -5,6 +5,7 @@ from typing import Callable
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
@@ -36,6 +37,9 @@ def _deleted_reference(value: str) -> bool:
 def _choice(request: HttpRequest, key: str, allowed: tuple[str, ...]) -> str:
     value = request.GET.get(key, "")
     return value if value in allowed else allowed[0]
+
+
+DESCRIPTORS_PER_PAGE = 100
 
 
 @ui_view("GET")
@@ -72,13 +76,18 @@ def manifest_detail(request: HttpRequest, name: str, reference: str) -> HttpResp
     info = queries.manifest(name, reference)
     summary = summarize(info.body, info.media_type)
     config = read_config(name, summary.config, summary.layers) if summary.is_image else None
-    linked = queries.present(info.repository_id, [c.digest for c in summary.children] + [summary.subject])
+    # A manifest may list up to [registry] max_descriptors entries: the page shows them in pages.
+    listed = Paginator(summary.children or summary.layers, DESCRIPTORS_PER_PAGE).get_page(request.GET.get("page"))
+    children = list(listed.object_list) if summary.is_index else []
+    linked = queries.present(info.repository_id, [c.digest for c in children] + [summary.subject])
     return page(request, "manifest.html", {
         "nav": "repositories", "info": info, "summary": summary, "config": config,
         "reference": reference, "tag": "" if is_digest_like(reference) else reference,
         "referrers": queries.referrers(info), "parents": queries.parents(info),
+        "page": listed, "layers": [] if summary.is_index else list(listed.object_list),
+        "first_number": listed.start_index(),
         "children": [{"child": c, "stored": c.digest in linked, "content_size": linked.get(c.digest)}
-                     for c in summary.children],
+                     for c in children],
         "subject_stored": summary.subject in linked,
     })
 

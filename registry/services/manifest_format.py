@@ -169,7 +169,46 @@ def _media_type(doc: dict[str, Any], content_type: str) -> str:
     return media_type
 
 
-def parse(body: bytes, content_type: str | None) -> ParsedManifest:
+# Descriptors a manifest may list (config and layers, or an index's manifests) unless configured
+# otherwise: the spec sets no limit, and images of more than a few hundred layers are unheard of
+# (docker's own limit is 127), while one listing a blob 37,000 times cost 37,000 rows.
+MAX_DESCRIPTORS = 1000
+
+
+def _unicode_problem(value: Any, where: str = "") -> str | None:
+    """Where the document holds text that is not Unicode (a lone surrogate such as \\ud800, which
+    JSON allows and UTF-8 cannot encode), or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where or "the document"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _unicode_problem(key, f"{where} (a key)") or _unicode_problem(item, f"{where}.{key}".lstrip("."))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _unicode_problem(item, f"{where}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def _without_surrogates(value: Any) -> Any:
+    """The document with text that is not Unicode made printable (\\ud800 written out)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    return value
+
+
+def parse(body: bytes, content_type: str | None, max_descriptors: int = MAX_DESCRIPTORS) -> ParsedManifest:
     """A pushed manifest, read strictly: ManifestInvalid for anything malformed."""
     try:
         doc = json.loads(body)
@@ -180,17 +219,25 @@ def parse(body: bytes, content_type: str | None) -> ParsedManifest:
         raise ManifestInvalid("manifest JSON is nested too deeply") from None
     if not isinstance(doc, dict):
         raise ManifestInvalid("manifest must be a JSON object")
+    bad_text = _unicode_problem(doc)
+    if bad_text:
+        # Stored as pushed, it would break every page that shows it.
+        raise ManifestInvalid(f"{bad_text} holds text that is not valid Unicode (a lone surrogate)")
     media_type = _media_type(doc, base_media_type(content_type))
     version = doc.get("schemaVersion")
     if isinstance(version, bool) or version != 2:
         raise ManifestInvalid("schemaVersion must be 2")
+    listed = doc.get("manifests") if media_type in INDEX_TYPES else doc.get("layers")
+    if isinstance(listed, list) and len(listed) + (media_type not in INDEX_TYPES) > max_descriptors:
+        raise ManifestInvalid(f"a manifest may list at most {max_descriptors} descriptors; this one lists "
+                              f"{len(listed)} ([registry] max_descriptors)")
     return _read(doc, media_type, strict=True)
 
 
 def read_stored(body: bytes, media_type: str) -> ParsedManifest:
     """A stored manifest of ``media_type``, read leniently: never raises, leaves out what is malformed."""
     try:
-        doc = json.loads(body)
+        doc = _without_surrogates(json.loads(body))  # what was stored before pushes refused it
     except (UnicodeDecodeError, ValueError, RecursionError):
         doc = {}
     return _read(doc if isinstance(doc, dict) else {}, media_type, strict=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -71,7 +72,7 @@ def put(
         raise DigestInvalid(
             f"manifest digest {digest} does not match reference {by_digest}", {"digest": str(by_digest)}
         )
-    parsed = manifest_format.parse(body, content_type)
+    parsed = manifest_format.parse(body, content_type, settings.REGISTRY_MAX_DESCRIPTORS)
     repository = ensure_repository(name)
     for _attempt in range(3):
         try:
