@@ -92,18 +92,22 @@ def driver_is_remote() -> bool:
         return settings.REGISTRY_STORAGE["backend"] == "s3"
 
 
-def disk() -> str | None:
+def storage_low() -> str | None:
+    """Below [storage] min_free_bytes new uploads are refused (507), but pulls go on: reported,
+    never failing readiness, which would take every replica out of its load balancer."""
     floor = settings.REGISTRY_MIN_FREE_BYTES
     try:
         free = default_driver().free_bytes()
     except Exception as exc:
         log.warning("readiness: cannot read free space of %s: %s", settings.REGISTRY_STORAGE_ROOT, exc)
         return "free space of the storage device is unknown"
-    if free is None:
-        return None
-    if free < floor:
-        return f"{free} bytes free on the storage device, below the floor of {floor}"
+    if free is not None and free < floor:
+        return f"{free} bytes free on the storage device, below the floor of {floor}: new uploads are refused"
     return None
+
+
+# Reported in /ready's body without making it fail.
+INFORMATIONAL = frozenset({"storage_low"})
 
 
 def htpasswd() -> str | None:
@@ -137,7 +141,7 @@ def checks() -> dict[str, Check]:
     # On object storage the probe write is the bucket check, and there is no device to be full.
     selected: dict[str, Check] = {"database": database, "storage": storage}
     if not driver_is_remote():
-        selected["disk"] = disk
+        selected["storage_low"] = storage_low
     if settings.AUTH_ENABLED:
         selected["htpasswd"] = htpasswd
         if settings.AUTH_TOKEN_BACKEND == "files":

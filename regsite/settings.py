@@ -8,6 +8,9 @@ from pathlib import Path
 from regsite import config, files
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Every file and directory the registry creates (the database and its journal, blob and upload data,
+# token files, the session key) is the service user's alone: 0600 and 0700.
+os.umask(0o077)
 SVC = config.load_or_exit()
 
 

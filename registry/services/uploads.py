@@ -102,15 +102,28 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
         new_hasher(algorithm)
     except InvalidDigest as exc:
         raise DigestInvalid(str(exc)) from None
+    drv = _driver(driver)
+    _check_floor(drv)
     repository = ensure_repository(name)
     upload_id = uuid.uuid4().hex
-    drv = _driver(driver)
     # A writer that commits nothing creates the session's (empty) file on a filesystem, and
     # nothing at all in an object store, where the first chunk starts the multipart upload.
     # A full device raises StorageFull, which the view answers with 507.
     drv.writer(paths.upload_data(upload_id), append=True).commit()
     queries.insert_session(upload_id, repository.pk, algorithm, timezone.now())
     return UploadStatus(upload_id, name, 0)
+
+
+def _check_floor(drv: StorageDriver) -> None:
+    """No new upload below [storage] min_free_bytes: what is stored stays pullable, and sessions in
+    progress may finish, but nothing new starts filling the last of the device."""
+    from django.conf import settings
+
+    free = drv.free_bytes()
+    if free is not None and free < settings.REGISTRY_MIN_FREE_BYTES:
+        raise storage.StorageFull(f"the storage device has {free} bytes free, below the floor of "
+                                  f"{settings.REGISTRY_MIN_FREE_BYTES} ([storage] min_free_bytes): "
+                                  "no new uploads until space is freed")
 
 
 @contextmanager

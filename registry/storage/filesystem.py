@@ -54,9 +54,9 @@ class FileWriter:
 
     def __init__(self, full: Path, path: str, append: bool) -> None:
         self._path = path
-        full.parent.mkdir(parents=True, exist_ok=True)
+        full.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
-        self._fd = os.open(full, flags, 0o644)
+        self._fd = os.open(full, flags, 0o600)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -126,7 +126,7 @@ class FilesystemDriver:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root).resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def _full(self, path: str) -> Path:
         return self.root.joinpath(*check_path(path).split("/"))
@@ -140,7 +140,7 @@ class FilesystemDriver:
     def write(self, path: str, data: bytes) -> None:
         full = self._full(path)
         try:
-            replace_file(full, data, mode=0o644)
+            replace_file(full, data, mode=0o600)
         except OSError as exc:
             raise _translate(exc, path) from exc
 
@@ -176,7 +176,7 @@ class FilesystemDriver:
     def move(self, source: str, dest: str) -> None:
         src, dst = self._full(source), self._full(dest)
         try:
-            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.replace(src, dst)
             fsync_directory(dst.parent)
         except OSError as exc:

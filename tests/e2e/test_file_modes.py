@@ -1,0 +1,32 @@
+"""Under gunicorn: the database, blob and upload data, their directories, token files and the session
+key are created readable by the service user only (0600 files, 0700 directories)."""
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.faults.wire import Registry
+from tests.support.auth import write_htpasswd
+
+pytestmark = pytest.mark.e2e
+
+
+def test_everything_the_registry_writes_is_private(start_registry, tmp_path: Path) -> None:
+    users = write_htpasswd(tmp_path / "users", {"alice": "pw"})
+    server = start_registry(SVC_AUTH_ENABLED="true", SVC_AUTH_HTPASSWD_FILE=str(users))
+    client = Registry(server.host, headers={"Authorization": "Basic YWxpY2U6cHc="})
+    client.push_image("team/app", "v1", [b"a layer"])
+    assert client.request("POST", "/v2/team/app/blobs/uploads/").status == 202  # a session in progress
+    assert server.manage("createtoken", "--username", "alice").returncode == 0
+    created = [server.workdir / "db.sqlite3", server.workdir / "secret_key", server.workdir / "registry",
+               server.workdir / "tokens"]
+    created += [p for root in created[2:] for p in root.rglob("*")]
+    assert len(created) > 10
+    for path in created:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        expected = 0o700 if path.is_dir() else 0o600
+        assert mode == expected, f"{path.relative_to(server.workdir)} is {oct(mode)}"
+    for journal in server.workdir.glob("db.sqlite3-*"):
+        assert stat.S_IMODE(journal.stat().st_mode) == 0o600
