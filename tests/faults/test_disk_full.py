@@ -1,4 +1,4 @@
-"""A full storage device (a 20 MiB tmpfs as the storage root): a push that does not fit fails in the
+"""A full storage device (a 20 MiB tmpfs as the storage root, no free-space floor): a push that does not fit fails in the
 OCI envelope and leaves nothing behind, earlier images still pull, and pushes work once space is free."""
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def assert_storage_full(reply: tuple[int, bytes]) -> None:
 
 
 def test_it_refuses_a_push_that_does_not_fit_and_recovers_when_space_is_freed(start_registry, small_disk) -> None:
-    server = start_registry(SVC_STORAGE_ROOT=str(small_disk / "registry"))
+    server = start_registry(SVC_STORAGE_ROOT=str(small_disk / "registry"), SVC_STORAGE_MIN_FREE_BYTES="0")
     client = Registry(server.host)
     earlier_layers = [os.urandom(MiB) for _ in range(3)]
     earlier, _ = client.push_image("team/app", "v1", earlier_layers)
@@ -87,7 +87,7 @@ def test_it_refuses_a_push_that_does_not_fit_and_recovers_when_space_is_freed(st
 
 
 def test_it_refuses_a_blob_larger_than_the_whole_device(start_registry, small_disk) -> None:
-    server = start_registry(SVC_STORAGE_ROOT=str(small_disk / "registry"))
+    server = start_registry(SVC_STORAGE_ROOT=str(small_disk / "registry"), SVC_STORAGE_MIN_FREE_BYTES="0")
     client = Registry(server.host)
     huge = os.urandom(24 * MiB)
     assert_storage_full(exchange(server.host, "POST", f"/v2/team/app/blobs/uploads/?digest={digest(huge)}", huge,
