@@ -146,13 +146,13 @@ class RGW:
         self.stop()
         raise RGWUnavailable(f"{what} did not come up; logs in {self.directory / 'log'}")
 
-    def get_requests(self, bucket: str, key_part: str = "") -> int:
-        """GET requests on objects of ``bucket`` so far, from RGW's request log."""
+    def requests(self, bucket: str, key_part: str = "", method: str = "GET") -> int:
+        """``method`` requests on objects of ``bucket`` so far, from RGW's request log."""
         count = 0
         if not self.log_path.exists():
             return 0
         for line in self.log_path.read_text(errors="replace").splitlines():
-            if "beast:" in line and f' "GET /{bucket}/' in line and key_part in line:
+            if "beast:" in line and f' "{method} /{bucket}/' in line and key_part in line:
                 count += 1
         return count
 
