@@ -65,6 +65,7 @@ EXCEPTION_CODES: dict[type[Exception], tuple[ErrorCode, int | None]] = {
     exc.UploadUnknown: (BLOB_UPLOAD_UNKNOWN, None),
     exc.UploadInvalid: (BLOB_UPLOAD_INVALID, None),
     exc.UploadOutOfOrder: (BLOB_UPLOAD_INVALID, 416),
+    exc.TooManyUploads: (TOOMANYREQUESTS, None),
     exc.ManifestInvalid: (MANIFEST_INVALID, None),
     exc.ManifestUnknown: (MANIFEST_UNKNOWN, None),
     exc.ManifestBlobUnknown: (MANIFEST_BLOB_UNKNOWN, None),
@@ -115,6 +116,8 @@ def response_for(error: Answered) -> HttpResponse:
         response["Range"] = f"0-{max(error.offset - 1, 0)}"
     if isinstance(error, exc.RangeNotSatisfiable):
         response["Content-Range"] = f"bytes */{error.size}"
+    if isinstance(error, exc.TooManyUploads):
+        response["Retry-After"] = str(error.retry_after)
     return response
 
 

@@ -101,6 +101,12 @@ class Upload(models.Model):
     # lease_until, so a replica that dies mid-request blocks the session only until then.
     lease_owner = models.CharField(max_length=32, blank=True, default="", db_default="")
     lease_until = models.DateTimeField(null=True)
+    # Whose session it is ("user:<name>", or "address:<ip>" when anonymous): each may hold at most
+    # [registry] max_upload_sessions live sessions. Empty for sessions made before it was recorded.
+    owner = models.CharField(max_length=255, blank=True, default="", db_default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "updated_at"], name="upload_owner_idx")]
 
 
 class Lease(models.Model):

@@ -86,12 +86,12 @@ def read_session(upload_id: str, name: str, live_after: datetime) -> Session | N
                    else None, _json(storage_state), updated_at >= live_after, owner)
 
 
-def insert_session(upload_id: str, repository_id: int, algorithm: str, now: datetime) -> None:
+def insert_session(upload_id: str, repository_id: int, algorithm: str, now: datetime, owner: str = "") -> None:
     upload = _q(Upload._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {upload} (id, repository_id, algorithm, created_at, updated_at, "
-                       f"{_q('offset')}, storage_state, lease_owner) VALUES (%s, %s, %s, %s, %s, 0, %s, '')",
-                       [upload_id, repository_id, algorithm, _time(now), _time(now), "{}"])
+                       f"{_q('offset')}, storage_state, lease_owner, owner) VALUES (%s, %s, %s, %s, %s, 0, %s, '', %s)",
+                       [upload_id, repository_id, algorithm, _time(now), _time(now), "{}", owner])
 
 
 def save_session(upload_id: str, owner: str, offset: int, hash_state: bytes | None,
@@ -146,3 +146,11 @@ def release_lease(name: str, owner: str) -> None:
 
 def renew_lease(name: str, owner: str, until: datetime) -> bool:
     return Lease.objects.filter(name=name, owner=owner).update(until=until) == 1
+
+
+# -- upload sessions per owner -----------------------------------------------------------------
+
+
+def count_live_sessions(owner: str, live_after: datetime) -> int:
+    """Upload sessions of ``owner`` not idle since before ``live_after`` (index upload_owner_idx)."""
+    return Upload.objects.filter(owner=owner, updated_at__gte=live_after).count()

@@ -51,6 +51,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_manifest_bytes": 4 * 1024 * 1024,
         "max_descriptors": 1000,
         "upload_expiry_hours": 24,
+        "max_upload_sessions": 500,
     },
     "auth": {
         "enabled": False,
@@ -276,7 +277,8 @@ def _validate(cfg: dict[str, Any]) -> None:
     for table, key in POSITIVE_INTS:
         if cfg[table][key] <= 0:
             raise ConfigError(f"[{table}] {key}: must be a positive integer, got {cfg[table][key]}")
-    for table, key in (("server", "min_body_rate"), ("storage", "min_free_bytes"), ("gc", "interval_hours"), ("gc", "grace_hours")):
+    for table, key in (("server", "min_body_rate"), ("storage", "min_free_bytes"), ("gc", "interval_hours"),
+                       ("gc", "grace_hours"), ("registry", "max_upload_sessions")):
         if cfg[table][key] < 0:
             raise ConfigError(f"[{table}] {key}: must not be negative, got {cfg[table][key]}")
     for (table, key), allowed in CHOICES.items():

@@ -21,3 +21,14 @@ def test_the_previous_releases_session_insert_still_works() -> None:
                        ["0" * 32, repository.pk, "sha256", now, now])
     session = Upload.objects.get(id="0" * 32)
     assert (session.offset, session.lease_owner, session.storage_state, session.hash_state) == (0, "", None, None)
+
+
+def test_the_0_2_0_session_insert_still_works() -> None:
+    repository = Repository.objects.create(name="team/app")
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:  # 0.2.0's INSERT of an upload session, verbatim: no owner
+        cursor.execute(f"INSERT INTO {connection.ops.quote_name(Upload._meta.db_table)} "
+                       f"(id, repository_id, algorithm, created_at, updated_at, {connection.ops.quote_name('offset')}, "
+                       "storage_state, lease_owner) VALUES (%s, %s, %s, %s, %s, 0, %s, '')",
+                       ["1" * 32, repository.pk, "sha256", now, now, "{}"])
+    assert Upload.objects.get(id="1" * 32).owner == ""

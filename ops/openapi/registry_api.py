@@ -154,6 +154,9 @@ def _upload_start() -> Spec:
     responses = {
         "201": _created("Blob stored (monolithic) or mounted."),
         "202": _upload_status("Upload session started; continue at Location."),
+        "429": response("TOOMANYREQUESTS: the caller (its user, or its address when anonymous) already holds "
+                        "`[registry] max_upload_sessions` upload sessions.", ref("schemas", "ErrorEnvelope"),
+                        headers={"Retry-After": _h("RetryAfter")}),
         "507": ref("responses", "RegistryError"),
         **_errors(400, 404),
     }

@@ -57,6 +57,14 @@ class UploadOutOfOrder(RegistryError):
         self.offset = offset
 
 
+class TooManyUploads(RegistryError):
+    """The caller holds as many upload sessions as it may; one frees when a push ends or expires."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class ManifestInvalid(RegistryError):
     pass
 

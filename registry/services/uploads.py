@@ -35,6 +35,7 @@ from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import (
     DigestInvalid,
     SizeInvalid,
+    TooManyUploads,
     UploadInvalid,
     UploadOutOfOrder,
     UploadUnknown,
@@ -97,7 +98,9 @@ def _new_hash(algorithm: str) -> Any:
     return hashing.new(algorithm) if hashing.available(algorithm) else new_hasher(algorithm)
 
 
-def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = None) -> UploadStatus:
+def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = None,
+          owner: str = "") -> UploadStatus:
+    """A new session of ``owner`` (who counts against [registry] max_upload_sessions; empty: nobody)."""
     try:
         new_hasher(algorithm)
     except InvalidDigest as exc:
@@ -110,8 +113,28 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
     # nothing at all in an object store, where the first chunk starts the multipart upload.
     # A full device raises StorageFull, which the view answers with 507.
     drv.writer(paths.upload_data(upload_id), append=True).commit()
-    queries.insert_session(upload_id, repository.pk, algorithm, timezone.now())
+    queries.insert_session(upload_id, repository.pk, algorithm, timezone.now(), owner)
+    _check_session_cap(owner, upload_id, drv)
     return UploadStatus(upload_id, name, 0)
+
+
+SESSION_CAP_RETRY_AFTER = 60
+
+
+def _check_session_cap(owner: str, upload_id: str, drv: StorageDriver) -> None:
+    """At most [registry] max_upload_sessions live sessions per owner: one more is undone and refused.
+
+    Counted after the new session is recorded, so that of many requests racing for the last places
+    none passes the limit (they can only fall short of it, and the next request fills it)."""
+    from django.conf import settings
+
+    limit = settings.REGISTRY_MAX_UPLOAD_SESSIONS
+    if not owner or not limit or queries.count_live_sessions(owner, timezone.now() - _expiry()) <= limit:
+        return
+    _discard(upload_id, {}, drv)
+    raise TooManyUploads(f"{owner.partition(':')[2]} already holds {limit} upload sessions "
+                         "([registry] max_upload_sessions): finish or cancel one, or wait for idle ones to "
+                         f"expire ({settings.REGISTRY_UPLOAD_EXPIRY_HOURS} h)", SESSION_CAP_RETRY_AFTER)
 
 
 def _check_floor(drv: StorageDriver) -> None:
@@ -371,10 +394,11 @@ def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id:
     return blobs.BlobInfo(blob.digest, blob.size)
 
 
-def monolithic(name: str, digest_text: str, body: Body, driver: StorageDriver | None = None) -> blobs.BlobInfo:
+def monolithic(name: str, digest_text: str, body: Body, driver: StorageDriver | None = None,
+               owner: str = "") -> blobs.BlobInfo:
     """POST ?digest=: the whole blob in one request."""
     digest = parse_digest(digest_text)
-    session = start(name, digest.algorithm, driver)
+    session = start(name, digest.algorithm, driver, owner)
     try:
         return finish(name, session.id, str(digest), body, driver=driver)
     except BaseException:

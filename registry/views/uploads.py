@@ -36,10 +36,20 @@ def upload_start(request: HttpRequest, name: str) -> HttpResponse:
         if mounted is not None:
             return _created(name, mounted)
     digest = request.GET.get("digest")
+    owner = session_owner(request)
     if digest:
-        return _created(name, uploads.monolithic(name, digest, request_body(request)))
-    session = uploads.start(name, request.GET.get("digest-algorithm") or "sha256")
+        return _created(name, uploads.monolithic(name, digest, request_body(request), owner=owner))
+    session = uploads.start(name, request.GET.get("digest-algorithm") or "sha256", owner=owner)
     return _session_response(202, session)
+
+
+def session_owner(request: HttpRequest) -> str:
+    """Whose upload sessions a new one counts with: its user's (a token's, its owner's), or the
+    client address's when anonymous (authentication off)."""
+    principal = getattr(request, "principal", None)
+    if principal is not None and principal.is_authenticated:
+        return f"user:{principal.name}"[:255]
+    return f"address:{request.META.get('REMOTE_ADDR') or 'unknown'}"
 
 
 @registry_view("GET", "PATCH", "PUT", "DELETE")

@@ -31,10 +31,12 @@ def digest(data: bytes) -> str:
 class Registry:
     """Plain HTTP to one registry; a new connection per request."""
 
-    def __init__(self, host: str, headers: dict[str, str] | None = None, timeout: float = 60) -> None:
+    def __init__(self, host: str, headers: dict[str, str] | None = None, timeout: float = 60,
+                 source: str | None = None) -> None:
         self.host = host
         self.headers = headers or {}
         self.timeout = timeout
+        self.source = (source, 0) if source else None  # e.g. 127.0.0.2: another client address
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> Reply:
@@ -45,7 +47,7 @@ class Registry:
         broken pipe instead of the answer.
         """
         host, port = self.host.rsplit(":", 1)
-        sock = socket.create_connection((host, int(port)), timeout=self.timeout)
+        sock = socket.create_connection((host, int(port)), timeout=self.timeout, source_address=self.source)
         try:
             lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", "Connection: close",
                      f"Content-Length: {len(body or b'')}"]
