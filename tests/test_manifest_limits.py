@@ -78,3 +78,14 @@ def test_the_ui_shows_a_big_manifest_in_pages(client) -> None:
     assert "1–100 of 250" in first and first.count("the one layer") == 0
     last = client.get(f"/ui/r/{NAME}/-/manifests/wide?page=3").content.decode()
     assert "201–250 of 250" in last
+
+
+def test_pages_render_an_image_config_holding_text_that_is_not_unicode(client) -> None:
+    # A config is a blob: its bytes are whatever was pushed, so a lone surrogate cannot be refused.
+    config = (b'{"architecture":"amd64","os":"linux","config":{"Labels":{"evil":"\\ud800"},"Env":["A=\\udfff"]},'
+              b'"history":[{"created_by":"RUN \\ud83d"}]}')
+    push_image(client, NAME, "v1", config=config)
+    response = client.get(f"/ui/r/{NAME}/-/manifests/v1")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "\\ud800" in page and "A=\\udfff" in page and "RUN \\ud83d" in page

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.middleware.csrf import rotate_token
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.crypto import constant_time_compare, salted_hmac
 from django.utils.decorators import decorator_from_middleware
@@ -138,7 +138,10 @@ def page(request: HttpRequest, template: str, context: dict[str, Any] | None = N
          status: int = 200) -> HttpResponse:
     viewer = getattr(request, "viewer", None) or viewer_for(request)
     base = {"viewer": viewer, "registry_host": request.get_host(), "registry_version": version()}
-    response = render(request, f"ui/{template}", {**base, **(context or {})}, status=status)
+    text = render_to_string(f"ui/{template}", {**base, **(context or {})}, request)
+    # Text that is not Unicode (a lone surrogate such as \ud800 in a pushed image config, or in a
+    # manifest stored before pushes refused it) is written out rather than failing the whole page.
+    response = HttpResponse(text.encode("utf-8", "backslashreplace"), status=status)
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
     return response

@@ -1,9 +1,11 @@
 """Under gunicorn, the limits on work per request hold: a manifest listing a blob thousands of times,
 an index with text that is not Unicode, and new uploads below the storage floor are refused, while
-pulls and /ready go on."""
+pulls and /ready go on; and pages render whatever text is already stored."""
 from __future__ import annotations
 
 import json
+import sqlite3
+from datetime import datetime, timezone
 
 import pytest
 
@@ -38,3 +40,53 @@ def test_below_the_storage_floor_pushes_stop_and_pulls_go_on(start_registry) -> 
     assert reply.status == 507 and json.loads(reply.body)["errors"][0]["code"] == "BLOB_UPLOAD_INVALID"
     ready = client.request("GET", "/ready")
     assert ready.status == 200 and "new uploads are refused" in json.loads(ready.body)["checks"]["storage_low"]
+
+
+def _store_as_an_earlier_release_did(server, body: bytes, media_type: str, tag: str = "", subject: str = "",
+                                     annotations: str = "{}") -> str:
+    """A manifest row written straight into the database, as releases before the refusal stored it."""
+    with sqlite3.connect(server.workdir / "db.sqlite3") as db:
+        repository_id = db.execute("SELECT id FROM registry_repository WHERE name = 'team/app'").fetchone()[0]
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+        row = db.execute("INSERT INTO registry_manifest (repository_id, digest, media_type, size, body, "
+                         "artifact_type, subject_digest, annotations, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (repository_id, digest(body), media_type, len(body), body,
+                          "application/example" if subject else "", subject, annotations, now)).lastrowid
+        if tag:
+            db.execute("INSERT INTO registry_tag (repository_id, name, manifest_id, updated_at) VALUES (?, ?, ?, ?)",
+                       (repository_id, tag, row, now))
+    return digest(body)
+
+
+def test_pages_render_whatever_text_is_stored(start_registry) -> None:
+    server = start_registry()
+    client = Registry(server.host)
+    manifest_digest, manifest = client.push_image("team/app", "v1", [b"layer"])
+    # An image config is a blob, stored as pushed: no manifest rule can refuse what it holds.
+    config = (b'{"architecture":"amd64","os":"linux","config":{"Labels":{"evil":"\\ud800"},'
+              b'"Env":["A=\\udfff"]},"history":[{"created_by":"RUN \\ud83d"}]}')
+    client.push_blob("team/app", config)
+    image = json.loads(manifest)
+    image["config"] = {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest(config),
+                       "size": len(config)}
+    assert client.request("PUT", "/v2/team/app/manifests/labels", json.dumps(image).encode(),
+                          {"Content-Type": OCI_MANIFEST}).status == 201
+    index = ('{"schemaVersion": 2, "mediaType": "%s", "manifests": [{"mediaType": "%s", "digest": "%s", '
+             '"size": %d, "platform": {"os": "\\ud800", "architecture": "amd64"}}]}'
+             % (OCI_INDEX, OCI_MANIFEST, manifest_digest, len(manifest))).encode()
+    _store_as_an_earlier_release_did(server, index, OCI_INDEX, tag="old-multi")
+    referrer = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": "application/example",
+                           "subject": {"mediaType": OCI_MANIFEST, "digest": manifest_digest,
+                                       "size": len(manifest)}}).encode()
+    _store_as_an_earlier_release_did(server, referrer, OCI_MANIFEST, subject=manifest_digest,
+                                     annotations='{"note": "\\ud800"}')
+
+    for path in ("/ui/", "/ui/repositories/", "/ui/r/team/app/", "/ui/r/team/app/-/manifests/labels",
+                 "/ui/r/team/app/-/manifests/old-multi", "/ui/r/team/app/-/manifests/v1"):
+        reply = client.request("GET", path)
+        assert reply.status == 200, (path, reply.body[-500:])
+    assert b"A=\\udfff" in client.request("GET", "/ui/r/team/app/-/manifests/labels").body
+    assert b"\\ud800/amd64" in client.request("GET", "/ui/r/team/app/-/manifests/old-multi").body
+    listed = client.request("GET", f"/v2/team/app/referrers/{manifest_digest}")
+    assert listed.status == 200 and len(json.loads(listed.body)["manifests"]) == 1
+    assert "Traceback" not in server.log_path.read_text()
