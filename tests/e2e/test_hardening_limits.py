@@ -31,15 +31,32 @@ def test_manifests_that_would_make_unbounded_work_are_refused(start_registry) ->
     reply = client.request("PUT", "/v2/team/app/manifests/multi", index, {"Content-Type": OCI_INDEX})
     assert reply.status == 400 and "not valid Unicode" in reply.body.decode()
     assert client.request("GET", "/ui/r/team/app/").status == 200
+    wide["layers"] = [layer] * 999  # the most the default limit takes: its page shows 100 at a time
+    assert client.request("PUT", "/v2/team/app/manifests/wide", json.dumps(wide).encode(),
+                          {"Content-Type": OCI_MANIFEST}).status == 201
+    page = client.request("GET", "/ui/r/team/app/-/manifests/wide")
+    assert page.status == 200 and "1–100 of 999" in page.body.decode() and len(page.body) < 512 * 1024
 
 
 def test_below_the_storage_floor_pushes_stop_and_pulls_go_on(start_registry) -> None:
-    server = start_registry(SVC_STORAGE_MIN_FREE_BYTES=str(2**62))
+    server = start_registry()
     client = Registry(server.host)
-    reply = client.request("POST", "/v2/team/app/blobs/uploads/")
-    assert reply.status == 507 and json.loads(reply.body)["errors"][0]["code"] == "BLOB_UPLOAD_INVALID"
+    manifest_digest, _ = client.push_image("team/app", "v1", [b"layer"])
+    in_progress = client.request("POST", "/v2/team/app/blobs/uploads/").header("Location")
+    assert client.request("PATCH", in_progress, b"half", {"Content-Range": "0-3"}).status == 202
+    server.stop()
+    server.env_overrides["SVC_STORAGE_MIN_FREE_BYTES"] = str(2**62)
+    server.start()
+
+    for query, body in (("", b""), (f"?digest={digest(b'new')}", b"new")):
+        reply = client.request("POST", f"/v2/team/app/blobs/uploads/{query}", body)
+        assert reply.status == 507 and json.loads(reply.body)["errors"][0]["code"] == "BLOB_UPLOAD_INVALID"
+        assert "min_free_bytes" in json.loads(reply.body)["errors"][0]["message"]
     ready = client.request("GET", "/ready")
     assert ready.status == 200 and "new uploads are refused" in json.loads(ready.body)["checks"]["storage_low"]
+    assert client.pull_image("team/app", "v1") and client.pull_image("team/app", manifest_digest)
+    finished = client.request("PUT", f"{in_progress}?digest={digest(b'half, then all')}", b", then all")
+    assert finished.status == 201  # an upload that started above the floor may finish
 
 
 def _store_as_an_earlier_release_did(server, body: bytes, media_type: str, tag: str = "", subject: str = "",
