@@ -1,23 +1,23 @@
 """Request id, one JSON log line per request, and the registry metrics of each request.
 
 The line is written when the server closes the response, after the last byte of a streamed blob,
-so its duration covers the whole transfer. It holds no header values except the request id and
-the user agent: never the Authorization header, a password or a token (a token principal is named
-by its hash_prefix).
+so its duration covers the whole transfer. It holds no header values except the request id and the
+user agent: never the Authorization header, a password or a token (a token principal is named by its
+hash_prefix). regsite.logs writes it as JSON, like every other line, and puts the request id on any
+line logged while the request is being served.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import time
-from datetime import datetime, timezone
 from typing import Any, BinaryIO, Callable
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from ops import observe
+from regsite import logs
 
 log = logging.getLogger("ops.requests")
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -102,26 +102,29 @@ class RequestLogMiddleware:
         started = time.perf_counter()
         request.request_id = request_id(request.META.get("HTTP_X_REQUEST_ID"))  # type: ignore[attr-defined]
         reader = _count_chunked_body(request)
-        response = self.get_response(request)
+        serving = logs.current_request_id.set(request.request_id)  # type: ignore[attr-defined]
+        try:
+            response = self.get_response(request)
+        finally:
+            logs.current_request_id.reset(serving)
         response[REQUEST_ID_HEADER] = request.request_id  # type: ignore[attr-defined]
         received = bytes_in(request, reader)
         sent = bytes_out(request, response)
         observe.record(request, response.status_code, received, sent)
         level = logging.ERROR if response.status_code >= 500 else logging.INFO
         if log.isEnabledFor(level):
-            _after_close(response, lambda: log.log(level, json.dumps(
-                _fields(request, response, received, sent, started_wall, started),
-                separators=(",", ":"),
-            )))
+            _after_close(response, lambda: log.log(
+                level, "%s %s %s", request.method, request.path, response.status_code,
+                extra=_fields(request, response, received, sent, started_wall, started)))
         return response
 
 
 def _fields(request: HttpRequest, response: HttpResponseBase, received: int, sent: int,
             started_wall: float, started: float) -> dict[str, Any]:
+    """The line's own fields, after time, level ("error" for a 5xx), logger and message (regsite.logs)."""
     match = getattr(request, "resolver_match", None)
     return {
-        "time": datetime.fromtimestamp(started_wall, timezone.utc).isoformat(timespec="milliseconds"),
-        "level": "error" if response.status_code >= 500 else "info",
+        "time": logs.timestamp(started_wall),
         "request_id": request.request_id,  # type: ignore[attr-defined]
         "method": request.method,
         "path": request.path,

@@ -5,7 +5,7 @@ import os
 import secrets
 from pathlib import Path
 
-from regsite import config, files
+from regsite import config, files, logs
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Every file and directory the registry creates (the database and its journal, blob and upload data,
@@ -110,21 +110,9 @@ AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])
 AUTH_TOKEN_STORAGE = Path(SVC["auth"]["token_storage"])
 AUTH_TOKEN_BACKEND: str = SVC["auth"]["token_backend"]
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "json_line": {"format": "%(message)s"},  # ops.middleware writes each line as JSON
-    },
-    "handlers": {
-        "stderr": {"class": "logging.StreamHandler", "formatter": "plain"},
-        "requests": {"class": "logging.StreamHandler", "formatter": "json_line"},
-    },
-    "root": {"handlers": ["stderr"], "level": SVC["server"]["log_level"].upper()},
-    "loggers": {
-        "django.request": {"level": "ERROR"},
-        "ops.requests": {"handlers": ["requests"], "level": SVC["server"]["log_level"].upper(),
-                         "propagate": False},
-    },
-}
+# Every line is one JSON object (regsite.logs), the request log's (ops.requests) included.
+LOG_LEVEL = SVC["server"]["log_level"].upper()
+LOGGING = logs.config(LOG_LEVEL, {
+    "django.request": {"level": "ERROR"},
+    "ops.requests": {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": False},
+})

@@ -9,27 +9,31 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
+from regsite.logs import JsonLines
 from tests.support.auth import auth_on, auth_paths, basic, bearer  # noqa: F401  (fixtures)
 from tests.support.registry_client import body_of, push_blob
 from tokens import services
 
 pytestmark = pytest.mark.django_db
 
-FIELDS = {"time", "level", "request_id", "method", "path", "route", "status", "bytes_in", "bytes_out",
-          "duration_ms", "remote_addr", "forwarded_for", "user_agent", "principal"}
+FIELDS = {"time", "level", "logger", "message", "pid", "request_id", "method", "path", "route", "status",
+          "bytes_in", "bytes_out", "duration_ms", "remote_addr", "forwarded_for", "user_agent", "principal"}
 
 
 class Lines(logging.Handler):
+    """The request log's lines, as the configured formatter writes them."""
+
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.records: list[logging.LogRecord] = []
+        self.setFormatter(JsonLines())
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
 
     @property
     def raw(self) -> list[str]:
-        return [record.getMessage() for record in self.records]
+        return [self.format(record) for record in self.records]
 
     @property
     def entries(self) -> list[dict]:
@@ -66,6 +70,8 @@ def test_it_writes_one_json_line_with_every_field(client: Client, lines: Lines) 
     assert entry["user_agent"] == "skopeo/1.13"
     assert entry["principal"] is None
     assert entry["level"] == "info"
+    assert entry["logger"] == "ops.requests" and entry["message"] == "GET /v2/_catalog 200"
+    assert list(entry)[:5] == ["time", "level", "logger", "message", "pid"]
     assert entry["time"].endswith("+00:00")
     assert 0 <= entry["duration_ms"] < 5000
     assert entry["request_id"] == response["X-Request-ID"]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _entries(server: RegistryServer) -> list[dict]:
-    return [json.loads(line) for line in server.log_path.read_text().splitlines() if line.startswith("{")]
+    return server.log_entries("ops.requests")
 
 
 def _wait_for(server: RegistryServer, request_id: str) -> dict:

@@ -1,6 +1,7 @@
 """Run the registry under gunicorn for end-to-end tests: temp data, free port, real HTTP."""
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -11,7 +12,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -64,6 +65,11 @@ class RegistryServer:
         )
         env.update(self.env_overrides)
         return env
+
+    def log_entries(self, logger: str | None = None) -> list[dict[str, Any]]:
+        """The server's log lines (each one JSON object), only ``logger``'s when given."""
+        entries = [json.loads(line) for line in self.log_path.read_text().splitlines()]
+        return [e for e in entries if logger is None or e["logger"] == logger]
 
     def manage(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``manage.py`` against this server's configuration."""

@@ -1,0 +1,71 @@
+"""Every log line is one JSON object: gunicorn's own (master and workers), Django's, the registry's and
+the request log alike, so that one parser reads the whole stream.
+
+Each line starts with ``time`` (UTC, milliseconds), ``level``, ``logger``, ``message`` and ``pid``, then
+the ``request_id`` of the request being served when there is one, a ``traceback`` when an exception is
+logged, and the fields the caller passed as ``extra`` (the request log's: ops.middleware). The encoding
+is python-json-logger's; this module only chooses the fields. It imports nothing of Django, because
+gunicorn's master loads it (gunicorn.conf.py) before Django is set up.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from contextvars import ContextVar
+from datetime import datetime, timezone
+from functools import partial
+from typing import Any
+
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
+
+# The request this thread is serving (set by ops.middleware), so that any line logged meanwhile names it.
+current_request_id: ContextVar[str | None] = ContextVar("current_request_id", default=None)
+
+# Record attributes never written: the standard ones (the four fields replace them) and Django's
+# ``request``, whose text holds the query string, which the logs never show.
+LEFT_OUT = (*RESERVED_ATTRS, "request", "taskName")
+
+
+def timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds")
+
+
+class JsonLines(JsonFormatter):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("reserved_attrs", LEFT_OUT)
+        kwargs.setdefault("rename_fields", {"exc_info": "traceback"})
+        kwargs.setdefault("json_serializer", partial(json.dumps, separators=(",", ":")))
+        super().__init__(*args, **kwargs)
+
+    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord,
+                   message_dict: dict[str, Any]) -> None:
+        # A record may carry its own time (the request log's: when the request began).
+        log_data["time"] = getattr(record, "time", None) or timestamp(record.created)
+        log_data["level"] = record.levelname.lower()
+        log_data["logger"] = record.name
+        log_data["message"] = record.message
+        log_data["pid"] = record.process  # which gunicorn worker (or the master) wrote it
+        # Django logs a failed request's line (django.request) after the middleware has returned,
+        # with the request itself attached.
+        request_id = (getattr(record, "request_id", None) or current_request_id.get()
+                      or getattr(getattr(record, "request", None), "request_id", None))
+        if request_id:
+            log_data["request_id"] = request_id
+        super().add_fields(log_data, record, message_dict)
+
+
+def config(level: str, loggers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A ``logging.config.dictConfig`` dictionary: the root and ``loggers`` write JSON lines to stderr.
+
+    A logger given ``"handlers": ["stderr"]`` and ``"propagate": False`` writes its own lines at its
+    own level; the others pass theirs to the root."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonLines}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json",
+                                "stream": "ext://sys.stderr"}},
+        "root": {"handlers": ["stderr"], "level": level.upper()},
+        "loggers": loggers,
+    }
