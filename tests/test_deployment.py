@@ -10,6 +10,7 @@ import os
 import re
 import shlex
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -168,3 +169,6 @@ def test_the_image_entry_and_health_check_work_with_data_in_a_temporary_director
     assert (data / "db.sqlite3").exists()
     assert (data / "registry").is_dir() and (data / "tokens").is_dir()
     assert (data / "secret_key").exists()
+    for path in (data / "db.sqlite3", *data.glob("db.sqlite3-*"), data / "secret_key", data / "registry",
+                 data / "tokens", *(data / "registry").rglob("*")):  # the service user's alone
+        assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
