@@ -84,8 +84,10 @@ def authenticate(request: HttpRequest) -> Principal:
     return Principal(name=username, kind="user", role="admin")
 
 
-def _registry_error(request: HttpRequest, code: errors.ErrorCode, error: str, **headers: str) -> HttpResponse:
-    response = errors.error_response(code, extra={"error": error})
+def _registry_error(request: HttpRequest, code: errors.ErrorCode, message: str,
+                    extra: dict[str, str] | None = None, **headers: str) -> HttpResponse:
+    # Clients show the envelope's message (podman, docker, skopeo, oras), so the reason goes there.
+    response = errors.error_response(code, message, extra=extra)
     for name, value in headers.items():
         response[name.replace("_", "-")] = value
     if request.path_info.startswith("/v2"):
@@ -97,15 +99,16 @@ def _registry_error(request: HttpRequest, code: errors.ErrorCode, error: str, **
 
 
 def unauthorized(request: HttpRequest, reason: str | None = None) -> HttpResponse:
-    error = "authentication required" + (f": {reason}" if reason else "")
-    return _registry_error(request, errors.UNAUTHORIZED, error, WWW_Authenticate=CHALLENGE)
+    message = "authentication required" + (f": {reason}" if reason else "")
+    # The seed's 401 body: an ``error`` text saying that authentication is required.
+    return _registry_error(request, errors.UNAUTHORIZED, message, extra={"error": message},
+                           WWW_Authenticate=CHALLENGE)
 
 
 def forbidden(request: HttpRequest, principal: Principal, action: Action) -> HttpResponse:
     who = f"token {principal.hash_prefix}" if principal.kind == "token" else principal.name
-    error = (f"insufficient role: {who} has role {principal.role}, "
-             f"{action.value} needs {REQUIRED_ROLE[action]}")
-    return _registry_error(request, errors.DENIED, error)
+    return _registry_error(request, errors.DENIED,
+                           f"{who} has role {principal.role}; {action.value} needs {REQUIRED_ROLE[action]}")
 
 
 def throttled(request: HttpRequest, retry_after: int) -> HttpResponse:

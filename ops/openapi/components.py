@@ -68,14 +68,15 @@ SCHEMAS: dict[str, Spec] = {
         "example": {"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown to registry"}]},
     },
     "AuthError": {
-        "description": "A refusal by the authentication layer: a readable `error` plus the OCI envelope.",
+        "description": "A 401 from the authentication layer: the OCI envelope, whose `message` says why, "
+                       "and the same text as `error`.",
         "allOf": [
             ref("schemas", "ErrorEnvelope"),
             {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
         ],
         "example": {
-            "error": "authentication required",
-            "errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}],
+            "error": "authentication required: invalid username or password",
+            "errors": [{"code": "UNAUTHORIZED", "message": "authentication required: invalid username or password"}],
         },
     },
     "JsonError": {
@@ -276,14 +277,13 @@ RESPONSES: dict[str, Spec] = {
         headers={"WWW-Authenticate": ref("headers", "WWWAuthenticate")},
     ),
     "Denied": response(
-        "The credentials are valid but their role does not allow this action.",
-        ref("schemas", "AuthError"),
-        {"error": "insufficient role: token 3f9a1c0e5b7d2a64 has role read, push needs write",
-         "errors": [{"code": "DENIED", "message": "requested access to the resource is denied"}]},
+        "The credentials are valid but their role does not allow this action; `message` names both.",
+        ref("schemas", "ErrorEnvelope"),
+        {"errors": [{"code": "DENIED", "message": "token 3f9a1c0e5b7d2a64 has role read; push needs write"}]},
     ),
     "TooManyRequests": response(
         "Too many failed logins for this user from this address.",
-        ref("schemas", "AuthError"), headers={"Retry-After": ref("headers", "RetryAfter")},
+        ref("schemas", "ErrorEnvelope"), headers={"Retry-After": ref("headers", "RetryAfter")},
     ),
     "RegistryError": response("A registry error, in the OCI envelope.", ref("schemas", "ErrorEnvelope")),
     "MethodNotAllowed": response("The method is not allowed on this path.", ref("schemas", "ErrorEnvelope"),
