@@ -88,7 +88,7 @@ def _through_middleware(path: str, **headers: str) -> HttpResponse:
         RequestFactory().get(path, **headers))
 
 
-@pytest.mark.parametrize("path", ["/health", "/ready", "/metrics", "/ui", "/ui/", "/ui/repositories/team/app",
+@pytest.mark.parametrize("path", ["/", "/health", "/ready", "/metrics", "/ui", "/ui/", "/ui/repositories/team/app",
                                   "/api-docs/", "/api-docs/openapi.json", "/static/app.css",
                                   "/api/tokens", "/api/tokens/list", "/api/tokens/revoke"])
 def test_it_never_asks_for_credentials_on_public_paths(auth_on, path: str) -> None:
@@ -98,7 +98,7 @@ def test_it_never_asks_for_credentials_on_public_paths(auth_on, path: str) -> No
         assert "WWW-Authenticate" not in response
 
 
-@pytest.mark.parametrize("path", ["/", "/v2/_catalog", "/uix", "/api/tokens/other", "/healthz", "/v3/"])
+@pytest.mark.parametrize("path", ["/v2/_catalog", "/uix", "/api/tokens/other", "/healthz", "/v3/"])
 def test_it_protects_every_other_path(auth_on, path: str) -> None:
     assert _through_middleware(path).status_code == 401
 

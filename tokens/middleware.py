@@ -23,7 +23,8 @@ REALM = "svc-registry"
 CHALLENGE = f'Basic realm="{REALM}"'
 PING_PATHS = frozenset({"/v2/", "/v2"})
 TOKEN_API_PATHS = frozenset({"/api/tokens", "/api/tokens/list", "/api/tokens/revoke"})
-PUBLIC_PATHS = frozenset({"/health", "/ready", "/metrics"}) | PING_PATHS | TOKEN_API_PATHS
+# "/" only redirects to /ui/: a browser must not meet a Basic challenge (and its login dialog) there.
+PUBLIC_PATHS = frozenset({"/", "/health", "/ready", "/metrics"}) | PING_PATHS | TOKEN_API_PATHS
 PUBLIC_TREES = ("/ui", "/api-docs", "/static")
 _PUBLIC_TREE_PREFIXES = tuple(tree + "/" for tree in PUBLIC_TREES)
 MAX_HEADER_CHARS = 8192

@@ -117,12 +117,24 @@ def _path_param(name: str, description: str) -> Spec:
     return {"name": name, "in": "path", "required": True, "description": description, "schema": {"type": "string"}}
 
 
+def _to_ui(summary: str, operation_id: str) -> Spec:
+    operation = {"tags": ["web UI"], "summary": summary, "security": PUBLIC,
+                 "description": "Open even with auth on, so that a browser never meets a login dialog.",
+                 "responses": {"302": {"description": "To `/ui/`, keeping the query string.",
+                                       "headers": {"Location": {"schema": {"type": "string"}}}},
+                               "405": ref("responses", "JsonMethodNotAllowed")}}
+    return {"get": {**operation, "operationId": operation_id},
+            "head": {**operation, "operationId": operation_id + "Head"}}
+
+
 def ui_paths() -> dict[str, Spec]:
     name = _path_param("name", "Repository name, slashes included.")
     reference = _path_param("reference", "A tag or a digest.")
     rest = _path_param("rest", "Any other path.")
     browse = "HTML for people. With auth on, browsing asks for sign-in."
     return {
+        "/": _to_ui("The service's address: redirects to the web UI", "root"),
+        "/ui": _to_ui("Redirects to the web UI's home, /ui/", "uiRoot"),
         "/ui/": _page("Web UI home", "uiHome", browse),
         "/ui/repositories/": _page("Repository list", "uiRepositories", browse),
         "/ui/r/{name}/": _page("Repository: tags and manifests", "uiRepository", browse, parameters=[name]),
