@@ -86,6 +86,39 @@ SCHEMAS: dict[str, Spec] = {
         "properties": {"error": {"type": "string"}, "field": {"type": "string"}},
         "example": {"error": "ttl_days must be between 1 and 3650", "field": "ttl_days"},
     },
+    "BearerToken": {
+        "type": "object",
+        "description": "A signed token (JWT, HS256) for `Authorization: Bearer`. Its `access` claim lists "
+                       "the requested scopes cut down to what the caller's role allows.",
+        "required": ["token", "access_token", "expires_in", "issued_at"],
+        "properties": {
+            "token": {"type": "string"},
+            "access_token": {"type": "string", "description": "The same token, under its OAuth2 name."},
+            "expires_in": {"type": "integer", "description": "Seconds (`[auth] bearer_ttl_seconds`)."},
+            "issued_at": {"type": "string", "format": "date-time"},
+            "scope": {"type": "string", "description": "POST only: the granted scopes, separated by spaces."},
+            "refresh_token": {"type": "string",
+                              "description": "With `offline_token=true` (GET) or `access_type=offline` "
+                                             "(password grant): docker's identitytoken, for the "
+                                             "refresh_token grant; it lives `[auth] refresh_ttl_days`."},
+        },
+        "example": {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOi...", "access_token": "eyJhbGciOi...",
+                    "expires_in": 300, "issued_at": "2026-01-01T12:00:00Z"},
+    },
+    "TokenGrantForm": {
+        "type": "object",
+        "required": ["grant_type"],
+        "properties": {
+            "grant_type": {"type": "string", "enum": ["password", "refresh_token"]},
+            "username": {"type": "string", "description": "password grant: an htpasswd user, or `token`."},
+            "password": {"type": "string", "description": "password grant: the password, or an API token."},
+            "refresh_token": {"type": "string", "description": "refresh_token grant."},
+            "scope": {"type": "string", "description": "Scopes separated by spaces."},
+            "service": {"type": "string", "enum": ["svc-registry"]},
+            "client_id": {"type": "string"},
+            "access_type": {"type": "string", "enum": ["online", "offline"]},
+        },
+    },
     "Catalog": {
         "type": "object",
         "required": ["repositories"],
@@ -234,8 +267,12 @@ HEADERS: dict[str, Spec] = {
                     "schema": {"type": "string", "pattern": "^0-[0-9]+$"}},
     "UploadUUID": {"description": "The upload session id.", "schema": {"type": "string"}},
     "Link": {"description": "RFC 5988 link to the next page, `rel=\"next\"`.", "schema": {"type": "string"}},
-    "WWWAuthenticate": {"description": "The Basic challenge.",
-                        "schema": {"type": "string", "example": 'Basic realm="svc-registry"'}},
+    "WWWAuthenticate": {"description": "The challenge of `[auth] challenge`: Basic, or Bearer naming the "
+                                       "token endpoint, the service and the scope the request needs.",
+                        "schema": {"type": "string", "examples": [
+                            'Basic realm="svc-registry"',
+                            'Bearer realm="https://registry.example.internal/auth/token",service="svc-registry",'
+                            'scope="repository:team/app:pull,push"']}},
     "RetryAfter": {"description": "Seconds to wait.", "schema": {"type": "integer"}},
     "RequestId": {"description": "The request's X-Request-ID, or one generated for it.",
                   "schema": {"type": "string"}},
@@ -295,7 +332,9 @@ RESPONSES: dict[str, Spec] = {
 SECURITY_SCHEMES: dict[str, Spec] = {
     "basic": {"type": "http", "scheme": "basic",
               "description": "An htpasswd user, or the username `token` with an API token as password."},
-    "bearer": {"type": "http", "scheme": "bearer", "description": "An API token (`svc_...`)."},
+    "bearer": {"type": "http", "scheme": "bearer",
+               "description": "An API token (`svc_...`), or a signed token from `/auth/token`, which "
+                              "allows only its scopes (outside them: 401 with `error=\"insufficient_scope\"`)."},
 }
 
 
