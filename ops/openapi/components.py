@@ -118,6 +118,8 @@ SCHEMAS: dict[str, Spec] = {
             "client_id": {"type": "string"},
             "access_type": {"type": "string", "enum": ["online", "offline"]},
         },
+        "example": {"grant_type": "password", "username": "alice", "password": "correct horse",
+                    "scope": "repository:team/app:pull,push", "service": "svc-registry", "client_id": "docker"},
     },
     "Catalog": {
         "type": "object",
