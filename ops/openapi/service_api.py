@@ -68,7 +68,8 @@ def bearer_token_path() -> Spec:
                        {"error": "authentication required: invalid username or password",
                         "errors": [{"code": "UNAUTHORIZED",
                                     "message": "authentication required: invalid username or password"}]},
-                       headers={"WWW-Authenticate": {"schema": {"type": "string", "example": 'Basic realm="svc-registry"'}}})
+                       headers={"WWW-Authenticate": {"schema": {"type": "string",
+                                                                "example": 'Basic realm="svc-registry"'}}})
     common = {
         "400": response("A malformed scope, an unknown service or grant type, a body that is not a form.",
                         ref("schemas", "AuthError"),
@@ -89,11 +90,13 @@ def bearer_token_path() -> Spec:
                                          "and an API token) or `Bearer` with an API token.",
             "security": [{"basic": []}, {"bearer": []}],
             "parameters": [
-                _query("service", "The challenge's service; another is refused.", {"type": "string", "enum": ["svc-registry"]}),
+                _query("service", "The challenge's service; another is refused.",
+                       {"type": "string", "enum": ["svc-registry"]}),
                 {**_query("scope", "`type:name:actions`, e.g. `repository:team/app:pull,push` or "
                                    "`registry:catalog:*`; repeat it, or separate several by spaces."),
                  "schema": {"type": "array", "items": {"type": "string"}}, "explode": True},
-                _query("offline_token", "`true`: also return a refresh token.", {"type": "string", "enum": ["true", "false"]}),
+                _query("offline_token", "`true`: also return a refresh token.",
+                       {"type": "string", "enum": ["true", "false"]}),
                 _query("client_id", "The client's name (docker sends `docker`); not checked."),
                 _query("account", "The account the client acts as; not checked."),
             ],
