@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 
 import jwt
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest
 from django.urls import Resolver404, resolve
 from django.utils.crypto import salted_hmac
@@ -283,7 +284,12 @@ def _challenged(scope: Scope) -> Scope:
 
 
 def realm(request: HttpRequest) -> str:
-    return settings.AUTH_TOKEN_REALM or request.build_absolute_uri(TOKEN_PATH)
+    if settings.AUTH_TOKEN_REALM:
+        return settings.AUTH_TOKEN_REALM
+    try:
+        return request.build_absolute_uri(TOKEN_PATH)
+    except DisallowedHost:  # a Host header that is no host: nothing to build an address from
+        return TOKEN_PATH
 
 
 def challenge(request: HttpRequest, scopes: list[Scope] | None = None, error: str | None = None) -> str:
