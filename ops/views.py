@@ -5,7 +5,7 @@ import functools
 import json
 from typing import Any, Callable
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 
 from ops import metrics, openapi, readiness
@@ -28,6 +28,14 @@ def read_only(view: View) -> View:
         return response
 
     return wrapper
+
+
+@read_only
+def to_ui(request: HttpRequest) -> HttpResponse:
+    # The address people type goes to the web UI; a temporary redirect, so that browsers do not
+    # remember it should / ever serve something else.
+    query = request.META.get("QUERY_STRING", "")
+    return HttpResponseRedirect("/ui/" + (f"?{query}" if query else ""))
 
 
 @read_only

@@ -58,6 +58,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "htpasswd_file": "users.htpasswd",
         "token_storage": "data/tokens",
         "token_backend": "files",
+        "challenge": "basic",
+        "token_realm": "",
+        "bearer_ttl_seconds": 300,
+        "refresh_ttl_days": 30,
     },
     "gc": {
         "interval_hours": 0,
@@ -78,11 +82,14 @@ POSITIVE_INTS = {
     ("registry", "max_manifest_bytes"),
     ("registry", "max_descriptors"),
     ("registry", "upload_expiry_hours"),
+    ("auth", "bearer_ttl_seconds"),
+    ("auth", "refresh_ttl_days"),
 }
 LOG_LEVELS = {"debug", "info", "warning", "error", "critical"}
 CHOICES = {
     ("storage", "backend"): ("filesystem", "s3"),
     ("auth", "token_backend"): ("files", "database"),
+    ("auth", "challenge"): ("basic", "bearer"),
 }
 # Never shown in an error message, a log line or /ready.
 SECRET_KEYS = {("storage", "s3_secret_key"), ("storage", "s3_access_key")}
@@ -290,6 +297,11 @@ def _validate(cfg: dict[str, Any]) -> None:
     for key in ("s3_endpoint", "redirect_endpoint"):
         if storage[key] and urlsplit(storage[key]).scheme not in ("http", "https"):
             raise ConfigError(f"[storage] {key}: expected an http:// or https:// URL, got {storage[key]!r}")
+    realm = cfg["auth"]["token_realm"]
+    # Clients fetch tokens from it as given: it must be absolute, and fit inside a quoted header value.
+    if realm and (urlsplit(realm).scheme not in ("http", "https") or not urlsplit(realm).netloc
+                  or any(c in realm for c in '" \r\n')):
+        raise ConfigError(f"[auth] token_realm: expected an absolute http:// or https:// URL, got {realm!r}")
     if bool(storage["s3_access_key"]) != bool(storage["s3_secret_key"]):
         raise ConfigError("[storage] s3_secret_key: s3_access_key and s3_secret_key go together "
                           "(leave both empty for the standard AWS credential chain)")

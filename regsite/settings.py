@@ -109,6 +109,11 @@ AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])
 AUTH_TOKEN_STORAGE = Path(SVC["auth"]["token_storage"])
 AUTH_TOKEN_BACKEND: str = SVC["auth"]["token_backend"]
+# Docker's token flow (tokens/bearer.py): which challenge a 401 carries, and the signed tokens' lives.
+AUTH_CHALLENGE: str = SVC["auth"]["challenge"]
+AUTH_TOKEN_REALM: str = SVC["auth"]["token_realm"]
+AUTH_BEARER_TTL_SECONDS: int = SVC["auth"]["bearer_ttl_seconds"]
+AUTH_REFRESH_TTL_DAYS: int = SVC["auth"]["refresh_ttl_days"]
 
 # Every line is one JSON object (regsite.logs), the request log's (ops.requests) included.
 LOG_LEVEL = SVC["server"]["log_level"].upper()

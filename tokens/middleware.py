@@ -2,7 +2,8 @@
 
 With auth off every request is an anonymous admin. With auth on, the public paths (seed 5.4) are
 served to anyone and every other path needs Basic credentials of an htpasswd user (full access),
-Basic with the username ``token`` and an API token as the password, or ``Bearer <token>``.
+Basic with the username ``token`` and an API token as the password, ``Bearer <token>``, or
+``Bearer`` with a signed token from /auth/token (tokens/bearer.py), limited to its scope.
 """
 from __future__ import annotations
 
@@ -15,15 +16,17 @@ from django.http import HttpRequest, HttpResponse
 
 from registry import errors
 from registry.access import Action, action_for
-from tokens import services
+from tokens import bearer, services
 from tokens.principal import ANONYMOUS, OPEN, REQUIRED_ROLE, Principal, role_allows
 from tokens.throttle import Throttled, verify_password
 
 REALM = "svc-registry"
 CHALLENGE = f'Basic realm="{REALM}"'
 PING_PATHS = frozenset({"/v2/", "/v2"})
-TOKEN_API_PATHS = frozenset({"/api/tokens", "/api/tokens/list", "/api/tokens/revoke"})
-PUBLIC_PATHS = frozenset({"/health", "/ready", "/metrics"}) | PING_PATHS | TOKEN_API_PATHS
+# The token endpoints check the credentials they are given themselves.
+TOKEN_API_PATHS = frozenset({"/api/tokens", "/api/tokens/list", "/api/tokens/revoke", bearer.TOKEN_PATH})
+# "/" only redirects to /ui/: a browser must not meet a Basic challenge (and its login dialog) there.
+PUBLIC_PATHS = frozenset({"/", "/health", "/ready", "/metrics"}) | PING_PATHS | TOKEN_API_PATHS
 PUBLIC_TREES = ("/ui", "/api-docs", "/static")
 _PUBLIC_TREE_PREFIXES = tuple(tree + "/" for tree in PUBLIC_TREES)
 MAX_HEADER_CHARS = 8192
@@ -72,6 +75,11 @@ def authenticate(request: HttpRequest) -> Principal:
     if len(header) > MAX_HEADER_CHARS:
         raise BadCredentials("Authorization header too long")
     scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() == "bearer" and bearer.looks_signed(value.strip()):
+        try:
+            return bearer.verify_access(value.strip())
+        except bearer.InvalidToken as exc:
+            raise BadCredentials(str(exc)) from None
     if scheme.lower() == "bearer":
         return _token_principal(value.strip())
     if scheme.lower() != "basic":
@@ -84,8 +92,10 @@ def authenticate(request: HttpRequest) -> Principal:
     return Principal(name=username, kind="user", role="admin")
 
 
-def _registry_error(request: HttpRequest, code: errors.ErrorCode, error: str, **headers: str) -> HttpResponse:
-    response = errors.error_response(code, extra={"error": error})
+def _registry_error(request: HttpRequest, code: errors.ErrorCode, message: str,
+                    extra: dict[str, str] | None = None, **headers: str) -> HttpResponse:
+    # Clients show the envelope's message (podman, docker, skopeo, oras), so the reason goes there.
+    response = errors.error_response(code, message, extra=extra)
     for name, value in headers.items():
         response[name.replace("_", "-")] = value
     if request.path_info.startswith("/v2"):
@@ -96,16 +106,25 @@ def _registry_error(request: HttpRequest, code: errors.ErrorCode, error: str, **
     return response
 
 
-def unauthorized(request: HttpRequest, reason: str | None = None) -> HttpResponse:
-    error = "authentication required" + (f": {reason}" if reason else "")
-    return _registry_error(request, errors.UNAUTHORIZED, error, WWW_Authenticate=CHALLENGE)
+def challenge(request: HttpRequest, scopes: list[bearer.Scope] | None = None, error: str | None = None) -> str:
+    """The configured challenge: Basic, or Bearer naming the token endpoint and the needed scope."""
+    if settings.AUTH_CHALLENGE == "bearer":
+        return bearer.challenge(request, scopes, error)
+    return CHALLENGE
+
+
+def unauthorized(request: HttpRequest, reason: str | None = None, scopes: list[bearer.Scope] | None = None,
+                 error: str | None = None) -> HttpResponse:
+    message = "authentication required" + (f": {reason}" if reason else "")
+    # The seed's 401 body: an ``error`` text saying that authentication is required.
+    return _registry_error(request, errors.UNAUTHORIZED, message, extra={"error": message},
+                           WWW_Authenticate=challenge(request, scopes, error))
 
 
 def forbidden(request: HttpRequest, principal: Principal, action: Action) -> HttpResponse:
     who = f"token {principal.hash_prefix}" if principal.kind == "token" else principal.name
-    error = (f"insufficient role: {who} has role {principal.role}, "
-             f"{action.value} needs {REQUIRED_ROLE[action]}")
-    return _registry_error(request, errors.DENIED, error)
+    return _registry_error(request, errors.DENIED,
+                           f"{who} has role {principal.role}; {action.value} needs {REQUIRED_ROLE[action]}")
 
 
 def throttled(request: HttpRequest, retry_after: int) -> HttpResponse:
@@ -147,7 +166,7 @@ class AuthenticationMiddleware:
         # The version check stays open, but it advertises the challenge: clients send
         # credentials on later requests only when the ping asked for them.
         response = self.get_response(request)
-        response["WWW-Authenticate"] = CHALLENGE
+        response["WWW-Authenticate"] = challenge(request)
         return response
 
     @staticmethod
@@ -166,6 +185,12 @@ class AuthenticationMiddleware:
         if not settings.AUTH_ENABLED or is_public(request.path_info):
             return None
         action = action_for(request.resolver_match.url_name, request.method)
-        if role_allows(request.principal.role, action):
-            return None
-        return forbidden(request, request.principal, action)
+        if not role_allows(request.principal.role, action):
+            return forbidden(request, request.principal, action)
+        # A signed token allows only what it was issued for: a 401 names the scope to ask for.
+        missing = bearer.missing_scopes(request.principal, request.resolver_match.url_name, view_kwargs,
+                                        action, request.GET)
+        if missing:
+            return unauthorized(request, "the token's scope does not cover this request",
+                                scopes=missing, error="insufficient_scope")
+        return None

@@ -213,7 +213,12 @@ def authenticate_token(token: str) -> TokenRecord | None:
     """The live token's record: one hash, one file lookup. None for unknown or expired tokens."""
     if not TOKEN_SHAPE.match(token):
         return None
-    stored = repository().get(token_digest(token))
+    return live_record(token_digest(token))
+
+
+def live_record(digest: str) -> TokenRecord | None:
+    """The record of the token with this SHA-256, unless it is revoked or expired."""
+    stored = repository().get(digest)
     if stored is None:
         return None
     record = TokenRecord.from_stored(stored)

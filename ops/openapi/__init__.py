@@ -19,12 +19,14 @@ DESCRIPTION = """\
 A container-image registry speaking the OCI Distribution Spec v1.1 (Docker Registry v2), with
 htpasswd users and revocable API tokens.
 
-**Authentication** is off by default. When it is on, every endpoint except `/v2/`, `/health`,
-`/ready`, `/metrics`, `/ui/*`, `/api-docs/*` and the three token endpoints needs `Authorization:
-Basic` (an htpasswd user, or the username `token` with an API token as password) or `Authorization:
-Bearer <token>`. A token's role limits it: read = pull, write = pull and push, admin = also delete.
-Refusals are 401 with `WWW-Authenticate: Basic realm="svc-registry"` and 403, each a JSON object with
-an `error` text and the OCI `errors` envelope.
+**Authentication** is off by default. When it is on, every endpoint except `/v2/`, `/`, `/health`,
+`/ready`, `/metrics`, `/ui/*`, `/api-docs/*` and the token endpoints (`/api/tokens*`, `/auth/token`)
+needs `Authorization: Basic` (an htpasswd user, or the username `token` with an API token as
+password) or `Authorization: Bearer` (an API token, or a signed token from `/auth/token`, held to
+its scope). A token's role limits it: read = pull, write = pull and push, admin = also delete.
+Refusals are 401 with the challenge of `[auth] challenge` (`Basic realm="svc-registry"`, or Docker's
+`Bearer realm=".../auth/token",service="svc-registry",scope="repository:<name>:pull,push"`) and an
+`error` text beside the OCI `errors` envelope, or 403 `DENIED`; the envelope's `message` says why.
 
 Every GET also answers HEAD. Every response carries `X-Request-ID` (the request's own, or generated).
 Repository names may contain slashes (`team/app`); they are sent unencoded inside the path.

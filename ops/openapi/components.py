@@ -68,14 +68,15 @@ SCHEMAS: dict[str, Spec] = {
         "example": {"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown to registry"}]},
     },
     "AuthError": {
-        "description": "A refusal by the authentication layer: a readable `error` plus the OCI envelope.",
+        "description": "A 401 from the authentication layer: the OCI envelope, whose `message` says why, "
+                       "and the same text as `error`.",
         "allOf": [
             ref("schemas", "ErrorEnvelope"),
             {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
         ],
         "example": {
-            "error": "authentication required",
-            "errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}],
+            "error": "authentication required: invalid username or password",
+            "errors": [{"code": "UNAUTHORIZED", "message": "authentication required: invalid username or password"}],
         },
     },
     "JsonError": {
@@ -84,6 +85,41 @@ SCHEMAS: dict[str, Spec] = {
         "required": ["error"],
         "properties": {"error": {"type": "string"}, "field": {"type": "string"}},
         "example": {"error": "ttl_days must be between 1 and 3650", "field": "ttl_days"},
+    },
+    "BearerToken": {
+        "type": "object",
+        "description": "A signed token (JWT, HS256) for `Authorization: Bearer`. Its `access` claim lists "
+                       "the requested scopes cut down to what the caller's role allows.",
+        "required": ["token", "access_token", "expires_in", "issued_at"],
+        "properties": {
+            "token": {"type": "string"},
+            "access_token": {"type": "string", "description": "The same token, under its OAuth2 name."},
+            "expires_in": {"type": "integer", "description": "Seconds (`[auth] bearer_ttl_seconds`)."},
+            "issued_at": {"type": "string", "format": "date-time"},
+            "scope": {"type": "string", "description": "POST only: the granted scopes, separated by spaces."},
+            "refresh_token": {"type": "string",
+                              "description": "With `offline_token=true` (GET) or `access_type=offline` "
+                                             "(password grant): docker's identitytoken, for the "
+                                             "refresh_token grant; it lives `[auth] refresh_ttl_days`."},
+        },
+        "example": {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOi...", "access_token": "eyJhbGciOi...",
+                    "expires_in": 300, "issued_at": "2026-01-01T12:00:00Z"},
+    },
+    "TokenGrantForm": {
+        "type": "object",
+        "required": ["grant_type"],
+        "properties": {
+            "grant_type": {"type": "string", "enum": ["password", "refresh_token"]},
+            "username": {"type": "string", "description": "password grant: an htpasswd user, or `token`."},
+            "password": {"type": "string", "description": "password grant: the password, or an API token."},
+            "refresh_token": {"type": "string", "description": "refresh_token grant."},
+            "scope": {"type": "string", "description": "Scopes separated by spaces."},
+            "service": {"type": "string", "enum": ["svc-registry"]},
+            "client_id": {"type": "string"},
+            "access_type": {"type": "string", "enum": ["online", "offline"]},
+        },
+        "example": {"grant_type": "password", "username": "alice", "password": "correct horse",
+                    "scope": "repository:team/app:pull,push", "service": "svc-registry", "client_id": "docker"},
     },
     "Catalog": {
         "type": "object",
@@ -233,8 +269,12 @@ HEADERS: dict[str, Spec] = {
                     "schema": {"type": "string", "pattern": "^0-[0-9]+$"}},
     "UploadUUID": {"description": "The upload session id.", "schema": {"type": "string"}},
     "Link": {"description": "RFC 5988 link to the next page, `rel=\"next\"`.", "schema": {"type": "string"}},
-    "WWWAuthenticate": {"description": "The Basic challenge.",
-                        "schema": {"type": "string", "example": 'Basic realm="svc-registry"'}},
+    "WWWAuthenticate": {"description": "The challenge of `[auth] challenge`: Basic, or Bearer naming the "
+                                       "token endpoint, the service and the scope the request needs.",
+                        "schema": {"type": "string", "examples": [
+                            'Basic realm="svc-registry"',
+                            'Bearer realm="https://registry.example.internal/auth/token",service="svc-registry",'
+                            'scope="repository:team/app:pull,push"']}},
     "RetryAfter": {"description": "Seconds to wait.", "schema": {"type": "integer"}},
     "RequestId": {"description": "The request's X-Request-ID, or one generated for it.",
                   "schema": {"type": "string"}},
@@ -276,14 +316,13 @@ RESPONSES: dict[str, Spec] = {
         headers={"WWW-Authenticate": ref("headers", "WWWAuthenticate")},
     ),
     "Denied": response(
-        "The credentials are valid but their role does not allow this action.",
-        ref("schemas", "AuthError"),
-        {"error": "insufficient role: token 3f9a1c0e5b7d2a64 has role read, push needs write",
-         "errors": [{"code": "DENIED", "message": "requested access to the resource is denied"}]},
+        "The credentials are valid but their role does not allow this action; `message` names both.",
+        ref("schemas", "ErrorEnvelope"),
+        {"errors": [{"code": "DENIED", "message": "token 3f9a1c0e5b7d2a64 has role read; push needs write"}]},
     ),
     "TooManyRequests": response(
         "Too many failed logins for this user from this address.",
-        ref("schemas", "AuthError"), headers={"Retry-After": ref("headers", "RetryAfter")},
+        ref("schemas", "ErrorEnvelope"), headers={"Retry-After": ref("headers", "RetryAfter")},
     ),
     "RegistryError": response("A registry error, in the OCI envelope.", ref("schemas", "ErrorEnvelope")),
     "MethodNotAllowed": response("The method is not allowed on this path.", ref("schemas", "ErrorEnvelope"),
@@ -295,7 +334,9 @@ RESPONSES: dict[str, Spec] = {
 SECURITY_SCHEMES: dict[str, Spec] = {
     "basic": {"type": "http", "scheme": "basic",
               "description": "An htpasswd user, or the username `token` with an API token as password."},
-    "bearer": {"type": "http", "scheme": "bearer", "description": "An API token (`svc_...`)."},
+    "bearer": {"type": "http", "scheme": "bearer",
+               "description": "An API token (`svc_...`), or a signed token from `/auth/token`, which "
+                              "allows only its scopes (outside them: 401 with `error=\"insufficient_scope\"`)."},
 }
 
 

@@ -32,6 +32,10 @@ def _token_op(summary: str, operation_id: str, request_schema: str, ok_status: s
 
 
 def token_paths() -> dict[str, Spec]:
+    return {**api_token_paths(), "/auth/token": bearer_token_path()}
+
+
+def api_token_paths() -> dict[str, Spec]:
     credentials_note = ("Open even with auth on: the username and password of an htpasswd user travel "
                         "in the JSON body and are checked here. The Authorization header is ignored.")
     return {
@@ -48,6 +52,65 @@ def token_paths() -> dict[str, Spec]:
             response("Revoked; every worker refuses the token from its next request.",
                      ref("schemas", "TokenRevoked")),
             credentials_note, not_found=True),
+    }
+
+
+def _query(name: str, description: str, schema: Spec | None = None) -> Spec:
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": schema or {"type": "string"}}
+
+
+def bearer_token_path() -> Spec:
+    """/auth/token, the realm of the Bearer challenge (docker/distribution's token and OAuth2 specs)."""
+    granted = response("A signed token for the requested scopes, as far as the caller's role allows.",
+                       ref("schemas", "BearerToken"))
+    refused = response("No credentials, or credentials that do not check out.", ref("schemas", "AuthError"),
+                       {"error": "authentication required: invalid username or password",
+                        "errors": [{"code": "UNAUTHORIZED",
+                                    "message": "authentication required: invalid username or password"}]},
+                       headers={"WWW-Authenticate": {"schema": {"type": "string",
+                                                                "example": 'Basic realm="svc-registry"'}}})
+    common = {
+        "400": response("A malformed scope, an unknown service or grant type, a body that is not a form.",
+                        ref("schemas", "AuthError"),
+                        {"error": "scope 'repository:team/app' is not type:name:actions",
+                         "errors": [{"code": "UNSUPPORTED",
+                                     "message": "scope 'repository:team/app' is not type:name:actions"}]}),
+        "401": refused,
+        "405": ref("responses", "JsonMethodNotAllowed"),
+        "429": response("Ten failed logins within a minute for this user from this address.",
+                        ref("schemas", "AuthError"), headers={"Retry-After": ref("headers", "RetryAfter")}),
+    }
+    description = ("Open even with auth on: it checks the credentials it is given. Clients reach it from "
+                   "the Bearer challenge of `[auth] challenge = \"bearer\"`; it answers either way.")
+    return {
+        "get": {
+            "tags": ["tokens"], "summary": "Get a signed token (Docker token flow)", "operationId": "getBearerToken",
+            "description": description + " Credentials: `Authorization: Basic` (an htpasswd user, or `token` "
+                                         "and an API token) or `Bearer` with an API token.",
+            "security": [{"basic": []}, {"bearer": []}],
+            "parameters": [
+                _query("service", "The challenge's service; another is refused.",
+                       {"type": "string", "enum": ["svc-registry"]}),
+                {**_query("scope", "`type:name:actions`, e.g. `repository:team/app:pull,push` or "
+                                   "`registry:catalog:*`; repeat it, or separate several by spaces."),
+                 "schema": {"type": "array", "items": {"type": "string"}}, "explode": True},
+                _query("offline_token", "`true`: also return a refresh token.",
+                       {"type": "string", "enum": ["true", "false"]}),
+                _query("client_id", "The client's name (docker sends `docker`); not checked."),
+                _query("account", "The account the client acts as; not checked."),
+            ],
+            "responses": {"200": granted, **common},
+        },
+        "post": {
+            "tags": ["tokens"], "summary": "Get a signed token (OAuth2 password or refresh_token grant)",
+            "operationId": "postBearerToken",
+            "description": description + " What docker sends once it holds a refresh token (its identitytoken).",
+            "security": PUBLIC,
+            "requestBody": {"required": True, "content": {"application/x-www-form-urlencoded": {
+                "schema": ref("schemas", "TokenGrantForm")}}},
+            "responses": {"200": granted, **common},
+        },
     }
 
 
@@ -117,12 +180,24 @@ def _path_param(name: str, description: str) -> Spec:
     return {"name": name, "in": "path", "required": True, "description": description, "schema": {"type": "string"}}
 
 
+def _to_ui(summary: str, operation_id: str) -> Spec:
+    operation = {"tags": ["web UI"], "summary": summary, "security": PUBLIC,
+                 "description": "Open even with auth on, so that a browser never meets a login dialog.",
+                 "responses": {"302": {"description": "To `/ui/`, keeping the query string.",
+                                       "headers": {"Location": {"schema": {"type": "string"}}}},
+                               "405": ref("responses", "JsonMethodNotAllowed")}}
+    return {"get": {**operation, "operationId": operation_id},
+            "head": {**operation, "operationId": operation_id + "Head"}}
+
+
 def ui_paths() -> dict[str, Spec]:
     name = _path_param("name", "Repository name, slashes included.")
     reference = _path_param("reference", "A tag or a digest.")
     rest = _path_param("rest", "Any other path.")
     browse = "HTML for people. With auth on, browsing asks for sign-in."
     return {
+        "/": _to_ui("The service's address: redirects to the web UI", "root"),
+        "/ui": _to_ui("Redirects to the web UI's home, /ui/", "uiRoot"),
         "/ui/": _page("Web UI home", "uiHome", browse),
         "/ui/repositories/": _page("Repository list", "uiRepositories", browse),
         "/ui/r/{name}/": _page("Repository: tags and manifests", "uiRepository", browse, parameters=[name]),

@@ -81,6 +81,7 @@ def test_it_lets_each_token_do_what_its_role_allows(auth_registry, skopeo: Skope
                          f"oci:{image.layout}:v1", ref, check=False)
     assert refused.returncode != 0
     assert "denied" in refused.stderr.lower()
+    assert "has role read; push needs write" in refused.stderr  # the envelope's message, shown as is
 
     skopeo.run("copy", "--dest-tls-verify=false", "--dest-creds", f"token:{write}",
                f"oci:{image.layout}:v1", ref)

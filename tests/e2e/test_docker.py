@@ -51,6 +51,7 @@ def test_docker_uses_api_tokens_within_their_role(docker: Docker, secured) -> No
     docker.run("tag", image, image.rsplit(":", 1)[0] + ":pushed-with-read")
     refused = docker.run("push", image.rsplit(":", 1)[0] + ":pushed-with-read", check=False)
     assert refused.returncode != 0 and "denied" in refused.stderr.lower(), refused.stderr
+    assert "has role read; push needs write" in refused.stderr, refused.stderr
     docker.run("logout", secured.host)
 
 

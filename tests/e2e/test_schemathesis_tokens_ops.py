@@ -13,7 +13,7 @@ pytestmark = pytest.mark.e2e
 
 # The OpenAPI examples use this user, so that the generated cases reach the success paths too.
 EXAMPLE_USER = ("alice", "correct horse")
-OPERATIONS = r"^/(api/tokens|health|ready|metrics|api-docs)"
+OPERATIONS = r"^/(api/tokens|auth/token|health|ready|metrics|api-docs)"
 
 
 def test_it_finds_no_server_error_on_the_token_and_ops_endpoints(start_registry, tmp_path: Path) -> None:
@@ -29,11 +29,13 @@ def test_it_finds_no_server_error_on_the_token_and_ops_endpoints(start_registry,
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
-    assert "13 selected" in result.stdout, result.stdout[-3000:]
+    assert "15 selected" in result.stdout, result.stdout[-3000:]
 
     entries = server.log_entries("ops.requests")
-    tested = [e for e in entries if e["path"].startswith(("/api/tokens", "/health", "/ready", "/metrics", "/api-docs"))]
+    tested = [e for e in entries
+              if e["path"].startswith(("/api/tokens", "/auth/token", "/health", "/ready", "/metrics", "/api-docs"))]
     assert len(tested) > 200
     assert [e for e in tested if e["status"] >= 500] == []
     assert any(e["path"] == "/api/tokens" and e["status"] == 201 for e in tested)
     assert any(e["path"] == "/api/tokens/list" and e["status"] == 200 for e in tested)
+    assert {e["status"] for e in tested if e["path"] == "/auth/token"} >= {200, 401}

@@ -1,0 +1,316 @@
+"""Docker's token flow: the Bearer challenge, scopes, and the short-lived signed tokens of /auth/token.
+
+With ``[auth] challenge = "bearer"`` a 401 names a realm (this service's token endpoint), the
+service and the scope the request needs; the client gets a token for that scope from the realm with
+its credentials and sends it as ``Authorization: Bearer``. The tokens are JWTs (HS256) whose
+``access`` claim lists what was granted: the requested repositories and actions, cut down to what
+the caller's role allows. Refresh tokens (docker's ``identitytoken``) are JWTs with their own
+audience, so neither kind passes for the other.
+
+The signing key is derived from the server's SECRET_KEY, which every replica already shares
+([server] secret_key_file or SVC_SECRET_KEY). Each token names the credential it came from, checked
+again on every use: revoking the API token, removing the user or changing their password refuses
+its signed tokens and refresh tokens at their next request, as it refuses the credential itself.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
+
+import jwt
+from django.conf import settings
+from django.core.exceptions import DisallowedHost
+from django.http import HttpRequest
+from django.urls import Resolver404, resolve
+from django.utils.crypto import salted_hmac
+
+from registry.access import Action, action_for
+from tokens import htpasswd, services
+from tokens.principal import OPEN, Principal
+
+SERVICE = "svc-registry"
+TOKEN_PATH = "/auth/token"
+ALGORITHM = "HS256"
+ACCESS_AUDIENCE = SERVICE
+REFRESH_AUDIENCE = SERVICE + ":refresh"
+LEEWAY_SECONDS = 30  # clocks of replicas may differ a little
+MAX_SCOPES = 64
+ROLE_ACTIONS = {"read": ("pull",), "write": ("pull", "push"), "admin": ("pull", "push", "delete")}
+CATALOG = ("registry", "catalog")
+HEADER_SAFE = re.compile(r"[!#-~]{1,255}")  # printable ASCII without space and double quote
+
+
+class InvalidToken(Exception):
+    """A signed token that is malformed, forged, expired, or whose credential is gone."""
+
+
+class InvalidScope(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Scope:
+    type: str
+    name: str
+    actions: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.name}:{','.join(self.actions)}"
+
+    @classmethod
+    def parse(cls, text: str) -> Scope:
+        """``type:name:action[,action]``; the name may hold a colon (a host's port), so the actions
+        are after the last one."""
+        kind, sep, rest = text.partition(":")
+        name, sep2, actions = rest.rpartition(":")
+        parsed = tuple(action for action in actions.split(",") if action)
+        if not (sep and sep2 and kind and name and parsed):
+            raise InvalidScope(f"scope {text[:200]!r} is not type:name:actions")
+        return cls(kind, name, parsed)
+
+
+@dataclass(frozen=True)
+class ScopedPrincipal(Principal):
+    """The caller behind a signed token: its role, and what the token grants ((type, name, action))."""
+
+    access: frozenset[tuple[str, str, str]] = frozenset()
+
+    def grants(self, scope: Scope) -> bool:
+        return all((scope.type, scope.name, action) in self.access for action in scope.actions)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who asked for a token, and the claims that tie the token to that credential."""
+
+    principal: Principal
+    binding: dict[str, str]
+    not_after: datetime | None = None  # an API token's own expiry: no refresh token outlives it
+
+
+def parse_scopes(values: Iterable[str]) -> list[Scope]:
+    """Scopes from repeated ``scope`` parameters, each possibly several separated by spaces."""
+    texts = [text for value in values for text in value.split(" ") if text]
+    if len(texts) > MAX_SCOPES:
+        raise InvalidScope(f"at most {MAX_SCOPES} scopes per request")
+    return [Scope.parse(text) for text in texts]
+
+
+def grant(principal: Principal, requested: Iterable[Scope]) -> list[Scope]:
+    """What the caller gets: each requested scope cut down to the actions its role allows."""
+    allowed = ROLE_ACTIONS.get(principal.role, ())
+    granted: dict[tuple[str, str], list[str]] = {}
+    for scope in requested:
+        if scope.type == "repository":
+            wanted = allowed if "*" in scope.actions else scope.actions
+            actions = [action for action in wanted if action in allowed]
+        elif (scope.type, scope.name) == CATALOG and allowed:
+            actions = ["*"]  # listing the catalog is a pull: any role may
+        else:
+            actions = []
+        if actions:
+            merged = granted.setdefault((scope.type, scope.name), [])
+            merged.extend(action for action in actions if action not in merged)
+    return [Scope(kind, name, tuple(actions)) for (kind, name), actions in granted.items()]
+
+
+# -- the credentials a token stands for ---------------------------------------------------------
+
+def _fingerprint(stored_hash: str) -> str:
+    # Ties a user's tokens to the password they logged in with, without putting anything derived
+    # from the bcrypt hash in the clear: changing the password refuses the tokens.
+    return hmac.new(signing_key(), stored_hash.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def user_identity(username: str) -> Identity:
+    stored = htpasswd.current_file().snapshot().users.get(username)
+    if stored is None:  # removed from the file since its password was checked
+        raise InvalidToken(f"no user {username!r}")
+    return Identity(Principal(name=username, kind="user", role="admin"),
+                    {"kind": "user", "pwd": _fingerprint(stored)})
+
+
+def token_identity(token: str) -> Identity | None:
+    """The identity of an API token (``svc_...``), or None if it is unknown, expired or revoked."""
+    record = services.authenticate_token(token)
+    if record is None:
+        return None
+    principal = Principal(name=record.owner, kind="token", role=record.role, hash_prefix=record.hash_prefix)
+    return Identity(principal, {"kind": "token", "tok": services.token_digest(token)}, record.expires_at)
+
+
+def anonymous_identity() -> Identity:
+    """With authentication off everyone may do everything; the token says so."""
+    return Identity(OPEN, {"kind": "anonymous"})
+
+
+def _current_identity(claims: dict[str, Any]) -> Identity:
+    kind, subject = claims.get("kind"), str(claims.get("sub", ""))
+    if kind == "user":
+        stored = htpasswd.current_file().snapshot().users.get(subject)
+        if stored is None or not hmac.compare_digest(_fingerprint(stored), str(claims.get("pwd", ""))):
+            raise InvalidToken("the user was removed or their password changed since this token was issued")
+        return user_identity(subject)
+    if kind == "token":
+        record = services.live_record(str(claims.get("tok", "")))
+        if record is None:
+            raise InvalidToken("the API token this token was issued for is revoked or expired")
+        principal = Principal(name=record.owner, kind="token", role=record.role, hash_prefix=record.hash_prefix)
+        return Identity(principal, {"kind": "token", "tok": str(claims["tok"])}, record.expires_at)
+    if kind == "anonymous" and not settings.AUTH_ENABLED:
+        return anonymous_identity()
+    raise InvalidToken("the token names no credential this registry knows")
+
+
+# -- signing and verifying ------------------------------------------------------------------------
+
+def signing_key() -> bytes:
+    return _derived_key(settings.SECRET_KEY)
+
+
+@lru_cache(maxsize=4)
+def _derived_key(secret: str) -> bytes:
+    # A key of its own, derived from SECRET_KEY: nothing else signed with SECRET_KEY verifies here.
+    return salted_hmac("tokens.bearer", "signing key", secret=secret, algorithm="sha256").digest()
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _sign(claims: dict[str, Any]) -> str:
+    return jwt.encode(claims, signing_key(), algorithm=ALGORITHM)
+
+
+def _claims(identity: Identity, audience: str, issued: datetime, expires: datetime) -> dict[str, Any]:
+    return {"iss": SERVICE, "sub": identity.principal.name, "aud": audience,
+            "iat": int(issued.timestamp()), "nbf": int(issued.timestamp()), "exp": int(expires.timestamp()),
+            "jti": secrets.token_urlsafe(12), **identity.binding}
+
+
+@dataclass(frozen=True)
+class Issued:
+    token: str
+    expires_in: int
+    issued_at: datetime
+    scopes: list[Scope]
+
+
+def issue_access(identity: Identity, scopes: list[Scope]) -> Issued:
+    issued = _now()
+    lifetime = settings.AUTH_BEARER_TTL_SECONDS
+    claims = _claims(identity, ACCESS_AUDIENCE, issued, issued + timedelta(seconds=lifetime))
+    claims["access"] = [{"type": s.type, "name": s.name, "actions": list(s.actions)} for s in scopes]
+    return Issued(_sign(claims), lifetime, issued, scopes)
+
+
+def issue_refresh(identity: Identity) -> str:
+    issued = _now()
+    expires = issued + timedelta(days=settings.AUTH_REFRESH_TTL_DAYS)
+    if identity.not_after is not None:
+        expires = min(expires, identity.not_after)
+    return _sign(_claims(identity, REFRESH_AUDIENCE, issued, expires))
+
+
+def _decode(token: str, audience: str) -> dict[str, Any]:
+    try:
+        return jwt.decode(token, signing_key(), algorithms=[ALGORITHM], audience=audience, issuer=SERVICE,
+                          leeway=LEEWAY_SECONDS,
+                          options={"require": ["iss", "sub", "aud", "exp", "nbf", "iat"]})
+    except jwt.ExpiredSignatureError:
+        raise InvalidToken("the token has expired") from None
+    except jwt.InvalidTokenError:
+        raise InvalidToken("the token is not one this registry issued") from None
+
+
+def looks_signed(value: str) -> bool:
+    """A JWT (three base64url parts), as opposed to an API token (``svc_...``)."""
+    return value.count(".") == 2 and not value.startswith(services.TOKEN_PREFIX)
+
+
+def verify_access(token: str) -> ScopedPrincipal:
+    claims = _decode(token, ACCESS_AUDIENCE)
+    principal = _current_identity(claims).principal
+    access = claims.get("access")
+    if not isinstance(access, list):
+        raise InvalidToken("the token has no access claim")
+    entries = frozenset(
+        (str(entry.get("type")), str(entry.get("name")), str(action))
+        for entry in access if isinstance(entry, dict) and isinstance(entry.get("actions"), list)
+        for action in entry["actions"])
+    return ScopedPrincipal(principal.name, principal.kind, principal.role, principal.hash_prefix, entries)
+
+
+def verify_refresh(token: str) -> Identity:
+    return _current_identity(_decode(token, REFRESH_AUDIENCE))
+
+
+# -- what a request needs, and the challenge that says so -----------------------------------------
+
+def required_scopes(url_name: str | None, kwargs: Mapping[str, Any], action: Action,
+                    query: Mapping[str, str]) -> list[Scope]:
+    if url_name == "catalog":
+        return [Scope(*CATALOG, ("*",))]
+    if "name" not in kwargs:
+        return []  # the version check and unknown /v2/ paths need only valid credentials
+    scopes = [Scope("repository", kwargs["name"], (action.value,))]
+    if url_name == "upload-start" and query.get("mount") and query.get("from"):
+        scopes.append(Scope("repository", query["from"], (Action.PULL.value,)))
+    return scopes
+
+
+def missing_scopes(principal: Principal, url_name: str | None, kwargs: Mapping[str, Any], action: Action,
+                   query: Mapping[str, str]) -> list[Scope]:
+    """The scopes a signed token lacks for this request (none for other credentials)."""
+    if not isinstance(principal, ScopedPrincipal):
+        return []
+    needed = required_scopes(url_name, kwargs, action, query)
+    return needed if any(not principal.grants(scope) for scope in needed) else []
+
+
+def _challenged(scope: Scope) -> Scope:
+    # A challenge for a pull or a push asks for both: a client that keeps its first token for a
+    # whole push (oras-py does) starts with a pull (does the blob exist?). The token endpoint
+    # grants only what the role allows, so a read token asking for both still gets pull alone.
+    if scope.type == "repository" and set(scope.actions) <= {"pull", "push"}:
+        return Scope(scope.type, scope.name, ("pull", "push"))
+    return scope
+
+
+def realm(request: HttpRequest) -> str:
+    if settings.AUTH_TOKEN_REALM:
+        return settings.AUTH_TOKEN_REALM
+    try:
+        return request.build_absolute_uri(TOKEN_PATH)
+    except DisallowedHost:  # a Host header that is no host: nothing to build an address from
+        return TOKEN_PATH
+
+
+def challenge(request: HttpRequest, scopes: list[Scope] | None = None, error: str | None = None) -> str:
+    """The Bearer challenge for this request: the scope it needs, unless ``scopes`` says otherwise."""
+    if scopes is None:
+        scopes = _scopes_of(request)
+    parts = [f'realm="{realm(request)}"', f'service="{SERVICE}"']
+    if scopes:
+        # The request's own repository first; a mount's source follows and needs pull alone.
+        parts.append('scope="{}"'.format(" ".join([str(_challenged(scopes[0]))] + [str(s) for s in scopes[1:]])))
+    if error:
+        parts.append(f'error="{error}"')
+    return "Bearer " + ",".join(parts)
+
+
+def _scopes_of(request: HttpRequest) -> list[Scope]:
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return []
+    needed = required_scopes(match.url_name, match.kwargs, action_for(match.url_name, request.method), request.GET)
+    # A name that cannot be a repository (a quote, a space, a control character) must not break
+    # the header: such requests are challenged without a scope.
+    return [scope for scope in needed if HEADER_SAFE.fullmatch(scope.name)]

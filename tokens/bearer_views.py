@@ -1,0 +1,174 @@
+"""/auth/token: the token endpoint of Docker's token flow (the realm of the Bearer challenge).
+
+GET takes Basic credentials (an htpasswd user, or ``token`` and an API token) or ``Bearer <API
+token>``, with ``service``, ``scope`` (repeatable) and ``offline_token=true`` for a refresh token, as
+docker, podman, skopeo and oras ask. POST takes the OAuth2 form docker uses once it holds a refresh
+token (docker/distribution docs/spec/auth/oauth.md): ``grant_type=password`` with ``username`` and
+``password``, or ``grant_type=refresh_token`` with ``refresh_token``, and ``scope`` separated by
+spaces. Either answers a short-lived signed token granting the requested scopes as far as the
+caller's role allows (tokens/bearer.py).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+from urllib.parse import parse_qs
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from registry import errors
+from tokens import bearer, services
+from tokens.throttle import Throttled, verify_password
+
+MAX_FORM_BYTES = 64 * 1024
+FORM_TYPE = "application/x-www-form-urlencoded"
+INVALID_REQUEST = errors.ErrorCode("UNSUPPORTED", "invalid token request", 400)
+BASIC_CHALLENGE = f'Basic realm="{bearer.SERVICE}"'  # the endpoint itself takes Basic credentials
+
+
+class Refused(Exception):
+    """The credentials do not check out: a 401."""
+
+
+class BadRequest(Exception):
+    """The request itself is wrong (a malformed scope, an unknown grant type): a 400."""
+
+
+def _error(request: HttpRequest, status: int, message: str, **headers: str) -> HttpResponse:
+    code = {401: errors.UNAUTHORIZED, 429: errors.TOOMANYREQUESTS}.get(status, INVALID_REQUEST)
+    # The seed's 401 body (an error text) and the OCI envelope, whose message docker prints.
+    response = errors.error_response(code, message, status=status, extra={"error": message})
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _password_identity(request: HttpRequest, username: str, password: str) -> bearer.Identity:
+    if username == services.TOKEN_USERNAME:
+        return _api_token_identity(password)
+    if not verify_password(username, password, request.META.get("REMOTE_ADDR") or "unknown"):
+        raise Refused("invalid username or password")
+    try:
+        return bearer.user_identity(username)
+    except bearer.InvalidToken as exc:
+        raise Refused(str(exc)) from None
+
+
+def _api_token_identity(token: str) -> bearer.Identity:
+    identity = bearer.token_identity(token)
+    if identity is None:
+        raise Refused("unknown, expired or revoked token")
+    return identity
+
+
+def _header_identity(request: HttpRequest) -> bearer.Identity:
+    scheme, _, value = request.META.get("HTTP_AUTHORIZATION", "").strip().partition(" ")
+    value = value.strip()
+    if scheme.lower() == "basic":
+        try:
+            username, sep, password = base64.b64decode(value, validate=True).decode("utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            raise Refused("malformed Basic credentials") from None
+        if not sep:
+            raise Refused("malformed Basic credentials")
+        return _password_identity(request, username, password)
+    if scheme.lower() == "bearer" and not bearer.looks_signed(value):
+        return _api_token_identity(value)
+    if scheme.lower() == "bearer":
+        # A signed token must not buy the next one for ever: that is what refresh tokens are for.
+        raise Refused("a signed token cannot be exchanged here; send credentials or a refresh token")
+    raise Refused("send Basic credentials (a user, or the username token and an API token)")
+
+
+def _form(request: HttpRequest) -> dict[str, list[str]]:
+    if request.content_type != FORM_TYPE:
+        raise BadRequest(f"the POST body must be {FORM_TYPE}")
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise BadRequest("invalid Content-Length") from None
+    raw = request.read(MAX_FORM_BYTES + 1) if declared <= MAX_FORM_BYTES else b"x" * (MAX_FORM_BYTES + 1)
+    if len(raw) > MAX_FORM_BYTES:
+        raise BadRequest(f"the POST body must be at most {MAX_FORM_BYTES} bytes")
+    try:
+        return parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=200)
+    except (UnicodeDecodeError, ValueError):
+        raise BadRequest("the POST body is not a form") from None
+
+
+def _one(form: dict[str, list[str]], field: str) -> str:
+    return form.get(field, [""])[-1]
+
+
+def _check_service(service: str) -> None:
+    if service and service != bearer.SERVICE:
+        raise BadRequest(f"unknown service {service[:100]!r}; this registry is {bearer.SERVICE!r}")
+
+
+def _get(request: HttpRequest) -> dict[str, Any]:
+    _check_service(request.GET.get("service", ""))
+    scopes = bearer.parse_scopes(request.GET.getlist("scope"))
+    if not settings.AUTH_ENABLED:
+        identity = bearer.anonymous_identity()
+    elif not request.META.get("HTTP_AUTHORIZATION"):
+        raise Refused("")
+    else:
+        identity = _header_identity(request)
+    issued = bearer.issue_access(identity, bearer.grant(identity.principal, scopes))
+    body = _token_body(issued)
+    if request.GET.get("offline_token", "").lower() == "true":
+        body["refresh_token"] = bearer.issue_refresh(identity)
+    return body
+
+
+def _post(request: HttpRequest) -> dict[str, Any]:
+    form = _form(request)
+    _check_service(_one(form, "service"))
+    scopes = bearer.parse_scopes(form.get("scope", []))
+    grant_type = _one(form, "grant_type")
+    if grant_type == "password":
+        identity = (bearer.anonymous_identity() if not settings.AUTH_ENABLED
+                    else _password_identity(request, _one(form, "username"), _one(form, "password")))
+    elif grant_type == "refresh_token":
+        try:
+            identity = bearer.verify_refresh(_one(form, "refresh_token"))
+        except bearer.InvalidToken as exc:
+            raise Refused(f"refresh token refused: {exc}") from None
+    else:
+        raise BadRequest(f"grant_type must be password or refresh_token, got {grant_type[:40]!r}")
+    issued = bearer.issue_access(identity, bearer.grant(identity.principal, scopes))
+    body = _token_body(issued)
+    body["scope"] = " ".join(str(scope) for scope in issued.scopes)
+    if grant_type == "password" and _one(form, "access_type") == "offline":
+        body["refresh_token"] = bearer.issue_refresh(identity)
+    return body
+
+
+def _token_body(issued: bearer.Issued) -> dict[str, Any]:
+    # Both names: docker reads token, OAuth2 clients access_token (the spec allows either).
+    return {"token": issued.token, "access_token": issued.token, "expires_in": issued.expires_in,
+            "issued_at": issued.issued_at.isoformat(timespec="seconds").replace("+00:00", "Z")}
+
+
+@csrf_exempt
+def token(request: HttpRequest) -> HttpResponse:
+    if request.method not in ("GET", "POST"):
+        return _error(request, 405, f"method {request.method} is not allowed; use GET or POST",
+                      Allow="GET, POST")
+    try:
+        body = _get(request) if request.method == "GET" else _post(request)
+    except Refused as exc:
+        message = "authentication required" + (f": {exc}" if str(exc) else "")
+        return _error(request, 401, message, WWW_Authenticate=BASIC_CHALLENGE)
+    except Throttled as exc:
+        return _error(request, 429, str(exc), Retry_After=str(exc.retry_after))
+    except (BadRequest, bearer.InvalidScope) as exc:
+        return _error(request, 400, str(exc))
+    response = JsonResponse(body)
+    response["Cache-Control"] = "no-store"  # RFC 6749 5.1: token responses are never cached
+    response["Pragma"] = "no-cache"
+    return response
