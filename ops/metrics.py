@@ -16,12 +16,11 @@ from typing import Iterable, Iterator
 
 import prometheus_client
 from django.db import DatabaseError
-from django.db.models import Count, Sum
 from prometheus_client import CollectorRegistry, Counter, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from ops.processes import ProcessesCollector
-from registry.models import Blob
+from registry import queries
 from regsite.version import version
 
 log = logging.getLogger(__name__)
@@ -88,15 +87,15 @@ class StateCollector:
         build.add_metric([version()], 1)
         yield build
         try:
-            totals = Blob.objects.aggregate(count=Count("id"), size=Sum("size"))
+            totals = queries.blob_totals()
         except DatabaseError as exc:
             log.warning("metrics: blob totals unavailable: %s", exc)
         else:
             blobs = GaugeMetricFamily("registry_storage_blobs", "Blobs stored (each digest once).")
-            blobs.add_metric([], totals["count"] or 0)
+            blobs.add_metric([], totals.blobs)
             yield blobs
             stored = GaugeMetricFamily("registry_storage_bytes", "Bytes of blob data stored.")
-            stored.add_metric([], totals["size"] or 0)
+            stored.add_metric([], totals.size)
             yield stored
         try:
             by_role = active_tokens_by_role()

@@ -99,12 +99,12 @@ class _LeaseNote:
         return str(self._data.get("note", ""))
 
     def set_note(self, text: str) -> None:
-        from registry.models import Lease
+        from registry import queries
 
         if len(text.encode("utf-8")) > MAX_NOTE_BYTES:
             raise ValueError(f"a lock's note is at most {MAX_NOTE_BYTES} bytes")
         self._data = {**self._data, "note": text}
-        if not Lease.objects.filter(name=self._name, owner=self._owner).update(data=self._data):
+        if not queries.set_lease_data(self._name, self._owner, self._data):
             raise LockHeld(f"lock {self._name} was lost (its lease ran out)")
 
 

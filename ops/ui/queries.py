@@ -10,14 +10,16 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, F, Max, OuterRef, Subquery, Sum
+from django.db.models import Count, F, Max, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce, Greatest
 
 from ops.ui.manifests import summarize
+from registry import queries as shared
 from registry.digests import is_digest_like
 from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
-from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
-from registry.services.common import byte_order, check_tag, get_repository, parse_digest
+from registry.models import Blob, BlobLink, Manifest, ManifestReference, Tag
+from registry.queries import byte_order
+from registry.services.common import check_tag, get_repository, parse_digest
 from registry.services.exceptions import ManifestUnknown
 from registry.services.referrers import referrer_rows
 
@@ -118,22 +120,18 @@ def artifact_type(stored: str) -> str:
     return "" if stored in IMAGE_CONFIG_TYPES else stored
 
 
-def _with_manifests() -> Any:
-    return Repository.objects.filter(Exists(Manifest.objects.filter(repository=OuterRef("pk"))))
-
-
 def overview() -> Overview:
-    blobs = Blob.objects.aggregate(count=Count("id"), total=Sum("size"))
+    blobs = shared.blob_totals()
     recent = (
         Tag.objects.order_by("-updated_at", "-id")
         .values_list("repository__name", "name", "manifest__digest", "manifest__media_type", "updated_at")
     )
     return Overview(
-        repositories=_with_manifests().count(),
+        repositories=shared.with_content().count(),
         tags=Tag.objects.count(),
         manifests=Manifest.objects.count(),
-        blobs=blobs["count"],
-        stored_bytes=blobs["total"] or 0,
+        blobs=blobs.blobs,
+        stored_bytes=blobs.size,
         recent=[RecentTag(*row) for row in recent[:RECENT_TAGS]],
     )
 
@@ -150,7 +148,7 @@ def _last_push() -> Any:
 
 
 def repositories(search: str, page_number: Any, sort: str = "name") -> tuple[Page, list[RepositoryRow]]:
-    query = _with_manifests()
+    query = shared.with_content()
     if search:
         query = query.filter(name__icontains=search)
     if sort == "recent":
@@ -191,9 +189,9 @@ def _repository_stats(ids: list[int]) -> dict[int, tuple[int, int, datetime | No
 
 def repository(name: str) -> RepositoryInfo:
     repo = get_repository(name)
-    count, size, last = _repository_stats([repo.pk])[repo.pk]
-    manifests = Manifest.objects.filter(repository=repo).count()
-    return RepositoryInfo(repo.pk, repo.name, repo.created_at, count, manifests, size, last)
+    count, size, last = _repository_stats([repo.id])[repo.id]
+    manifests = Manifest.objects.filter(repository_id=repo.id).count()
+    return RepositoryInfo(repo.id, repo.name, repo.created_at, count, manifests, size, last)
 
 
 def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[Page, list[TagRow]]:
@@ -281,27 +279,20 @@ def untagged(repo: RepositoryInfo) -> tuple[int, list[UntaggedRow]]:
 def manifest(name: str, reference: str) -> ManifestInfo:
     repo = get_repository(name)
     if is_digest_like(reference):
-        query = Manifest.objects.filter(repository=repo, digest=str(parse_digest(reference)))
+        row = shared.manifest_by_digest(repo.name, str(parse_digest(reference)))
     else:
         check_tag(reference)
-        query = Manifest.objects.filter(repository=repo, tags__name=reference)
-    row = query.values_list(
-        "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at", "body"
-    ).first()
+        row = shared.manifest_by_tag(repo.name, reference)
     if row is None:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")
-    pk, digest, media_type, kind, subject, size, created, body = row
-    tag_names = list(
-        Tag.objects.filter(manifest_id=pk).alias(key=byte_order("name")).order_by("key")
-        .values_list("name", flat=True)
-    )
-    return ManifestInfo(repo.name, repo.pk, digest, media_type, artifact_type(kind), subject, size,
-                        created, bytes(body), tag_names)
+    details = shared.manifest_details(row.id)
+    return ManifestInfo(repo.name, repo.id, row.digest, row.media_type, artifact_type(details.artifact_type),
+                        details.subject_digest, row.size, details.created_at, row.body or b"", shared.tags_of(row.id))
 
 
 def referrers(info: ManifestInfo) -> list[Referrer]:
     # The API's bounded query: annotations too large for a listing are left out, never loaded.
-    rows, _more = referrer_rows(info.digest, repository_id=info.repository_id, limit=REFERRERS_LIMIT)
+    rows, _more = referrer_rows(info.digest, info.repository, limit=REFERRERS_LIMIT)
     return [Referrer(r.digest, r.media_type, artifact_type(r.artifact_type), r.size, r.annotations or {},
                      r.created_at) for r in rows]
 

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import BinaryIO, Callable
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from registry import queries
 from registry.digests import Digest
-from registry.models import Blob, BlobLink, Repository
 from registry.services.common import check_name, ensure_repository, get_repository, parse_digest
 from registry.services.digest_locks import lock_digests
 from registry.services.exceptions import BlobUnknown, DeleteDisabled, NameUnknown
@@ -23,13 +22,9 @@ class BlobInfo:
     size: int
 
 
-def _linked(name: str, digest: Digest) -> Blob:
+def _linked(name: str, digest: Digest) -> queries.BlobRow:
     check_name(name)
-    blob = (
-        Blob.objects.filter(digest=str(digest), links__repository__name=name)
-        .only("digest", "size")
-        .first()
-    )
+    blob = queries.linked_blob(name, str(digest))
     if blob is None:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)})
     return blob
@@ -75,13 +70,13 @@ def location(name: str, digest_text: str, driver: StorageDriver | None = None) -
 
 
 def link(
-    repository: Repository,
+    repository_id: int,
     digest: Digest,
     size: int,
     driver: StorageDriver | None = None,
     source: str | None = None,
-) -> Blob:
-    """Record that ``repository`` holds the blob ``digest``.
+) -> BlobInfo:
+    """Record that the repository holds the blob ``digest``.
 
     When the data is not stored, ``source`` (an upload's verified file) is moved into place, or
     without one BlobUnknown is raised. Both happen under the digest's lock, so a garbage collection
@@ -103,29 +98,9 @@ def link(
             if source is None:
                 raise BlobUnknown(f"blob {digest} data is missing", {"digest": str(digest)}) from None
             drv.move(source, paths.blob_data(digest))
-        now = connection.ops.adapt_datetimefield_value(timezone.now())
-        insert_blob, select_blob, upsert_link = _link_sql()
-        with connection.cursor() as cursor:
-            cursor.execute(insert_blob, [str(digest), size, now])
-            cursor.execute(select_blob, [str(digest)])
-            blob_id, stored_size = cursor.fetchone()
-            # A re-pushed blob starts a new grace period, like a new one (see services.gc).
-            cursor.execute(upsert_link, [repository.pk, blob_id, now])
-    return Blob(id=blob_id, digest=str(digest), size=stored_size)
-
-
-@lru_cache(maxsize=1)
-def _link_sql() -> tuple[str, str, str]:
-    """Built once: two get_or_create calls (SELECTs, savepoints, INSERTs) were a fifth of the CPU
-    of a small push. SQLite >= 3.24 and PostgreSQL both have ON CONFLICT."""
-    q = connection.ops.quote_name
-    blob, blob_link = q(Blob._meta.db_table), q(BlobLink._meta.db_table)
-    return (
-        f"INSERT INTO {blob} (digest, size, created_at) VALUES (%s, %s, %s) ON CONFLICT (digest) DO NOTHING",
-        f"SELECT id, size FROM {blob} WHERE digest = %s",
-        f"INSERT INTO {blob_link} (repository_id, blob_id, created_at) VALUES (%s, %s, %s) "
-        "ON CONFLICT (repository_id, blob_id) DO UPDATE SET created_at = excluded.created_at",
-    )
+        # A re-pushed blob starts a new grace period, like a new one (see services.gc).
+        blob = queries.link_blob(repository_id, str(digest), size, timezone.now())
+    return BlobInfo(blob.digest, blob.size)
 
 
 def mount(
@@ -143,17 +118,14 @@ def mount(
     digest = Digest.parse_or_none(digest_text)
     if digest is None:
         return None
-    links = BlobLink.objects.filter(blob__digest=str(digest)).select_related("blob", "repository")
-    if source is not None:
-        links = links.filter(repository__name=source)
-    candidate = next((lk for lk in links[:50] if may_read(lk.repository.name)), None)
+    sources = queries.mount_sources(str(digest), source)
+    candidate = next((found for found in sources if may_read(found.repository)), None)
     if candidate is None:
         return None
     try:
-        blob = link(ensure_repository(name), digest, candidate.blob.size, driver)
+        return link(ensure_repository(name).id, digest, candidate.size, driver)
     except BlobUnknown:  # the data is gone (collected, or lost): the client uploads it instead
         return None
-    return BlobInfo(blob.digest, blob.size)
 
 
 def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
@@ -165,6 +137,5 @@ def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
         repository = get_repository(name)
     except NameUnknown:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)}) from None
-    deleted, _ = BlobLink.objects.filter(repository=repository, blob__digest=str(digest)).delete()
-    if not deleted:
+    if not queries.unlink_blob(repository.id, str(digest)):
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)})

@@ -27,10 +27,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
-from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
+from registry import queries
 from registry.services import sweep, uploads
 from registry.services.sweep import Report
 from registry.storage import default_driver
@@ -89,16 +88,16 @@ class _Run:
     # -- manifests ---------------------------------------------------------------------------
 
     def manifests(self) -> None:
-        for repository_id, name in Repository.objects.order_by("name").values_list("id", "name"):
-            doomed = unreachable_manifests(repository_id, self.cutoff)
+        for repository in queries.all_repositories():
+            doomed = unreachable_manifests(repository.id, self.cutoff)
             if not doomed:
                 continue
             if self.options.dry_run:
-                self._discount_references(repository_id, list(doomed))
+                self._discount_references(repository.id, list(doomed))
             else:
-                doomed = self._delete_manifests(repository_id, doomed)
+                doomed = self._delete_manifests(repository.id, doomed)
             for digest in sorted(doomed.values()):
-                self.report(f"{self.verb} manifest {name}@{digest}")
+                self.report(f"{self.verb} manifest {repository.name}@{digest}")
             self.result.manifests += len(doomed)
 
     def _delete_manifests(self, repository_id: int, candidates: dict[int, str]) -> dict[int, str]:
@@ -106,13 +105,12 @@ class _Run:
             still = unreachable_manifests(repository_id, self.cutoff)
             doomed = {mid: digest for mid, digest in candidates.items() if still.get(mid) == digest}
             for chunk in sweep.chunks(doomed):
-                Manifest.objects.filter(id__in=chunk).only("id").delete()  # never load the bodies
+                queries.delete_manifests(chunk)
         return doomed
 
     def _discount_references(self, repository_id: int, manifest_ids: list[int]) -> None:
         for chunk in sweep.chunks(manifest_ids):
-            refs = ManifestReference.objects.filter(manifest_id__in=chunk, kind=ManifestReference.BLOB)
-            for digest in refs.values_list("digest", flat=True):
+            for digest in queries.blob_references(chunk):
                 self.doomed_refs[(repository_id, digest)] += 1
                 self.doomed_refs_anywhere[digest] += 1
 
@@ -121,82 +119,52 @@ class _Run:
     def links(self) -> None:
         last = 0
         while True:
-            page = list(
-                BlobLink.objects.filter(id__gt=last, created_at__lt=self.cutoff)
-                .order_by("id")
-                .values_list("id", "repository_id", "repository__name", "blob__digest")[: sweep.BATCH]
-            )
+            page = queries.links_created_before(self.cutoff, last, sweep.BATCH)
             if not page:
                 return
-            last = page[-1][0]
-            in_use = self._referenced_in_repositories({(row[1], row[3]) for row in page})
-            unused = [row for row in page if (row[1], row[3]) not in in_use]
+            last = page[-1].id
+            in_use = self._referenced_in_repositories({(link.repository_id, link.digest) for link in page})
+            unused = [link for link in page if (link.repository_id, link.digest) not in in_use]
             if unused and not self.options.dry_run:
                 unused = self._delete_links(unused)
-            for _id, _repo, name, digest in unused:
-                self.report(f"{self.verb} blob link {name}@{digest}")
+            for link in unused:
+                self.report(f"{self.verb} blob link {link.repository}@{link.digest}")
             self.result.blob_links += len(unused)
 
     def _referenced_in_repositories(self, pairs: set[tuple[int, str]]) -> set[tuple[int, str]]:
-        counts = (
-            ManifestReference.objects.filter(
-                kind=ManifestReference.BLOB,
-                digest__in={digest for _repo, digest in pairs},
-                manifest__repository_id__in={repo for repo, _digest in pairs},
-            )
-            .values("manifest__repository_id", "digest")
-            .annotate(n=Count("id"))
-            .values_list("manifest__repository_id", "digest", "n")
-        )
-        return {(repo, digest) for repo, digest, n in counts if n > self.doomed_refs[(repo, digest)]}
+        counts = queries.blob_reference_counts_in(pairs)
+        return {pair for pair, n in counts.items() if n > self.doomed_refs[pair]}
 
-    def _delete_links(self, rows: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
-        with sweep.locked(row[3] for row in rows):
-            referenced = ManifestReference.objects.filter(
-                kind=ManifestReference.BLOB,
-                digest=OuterRef("blob__digest"),
-                manifest__repository_id=OuterRef("repository_id"),
-            )
-            still = set(
-                BlobLink.objects.filter(id__in=[row[0] for row in rows], created_at__lt=self.cutoff)
-                .exclude(Exists(referenced))
-                .values_list("id", flat=True)
-            )
-            BlobLink.objects.filter(id__in=still).delete()
-        return [row for row in rows if row[0] in still]
+    def _delete_links(self, links: list[queries.LinkRow]) -> list[queries.LinkRow]:
+        with sweep.locked(link.digest for link in links):
+            deleted = queries.delete_unreferenced_links([link.id for link in links], self.cutoff)
+        return [link for link in links if link.id in deleted]
 
     # -- blobs ---------------------------------------------------------------------------------
 
     def blobs(self) -> None:
-        total = Blob.objects.count()
+        total = queries.blob_count()
         progress = sweep.Progress(self.report, lambda checked: f"{checked} of {total} blobs checked")
-        for page in sweep.blob_pages("digest", "size", "created_at"):
-            self._collect_blobs([row for row in page if row[3] < self.cutoff])
+        for page in sweep.blob_pages():
+            self._collect_blobs([blob for blob in page if blob.created_at < self.cutoff])
             progress.add(len(page))
 
-    def _collect_blobs(self, rows: list[tuple[int, str, int, datetime]]) -> None:
-        if not rows:
+    def _collect_blobs(self, blobs: list[queries.StoredBlob]) -> None:
+        if not blobs:
             return
-        referenced = self._referenced_anywhere({row[1] for row in rows})
-        fresh = set(
-            BlobLink.objects.filter(blob_id__in=[row[0] for row in rows], created_at__gte=self.cutoff)
-            .values_list("blob_id", flat=True)
-        )
-        unused = [
-            (blob_id, digest, size)
-            for blob_id, digest, size, _created in rows
-            if digest not in referenced and blob_id not in fresh
-        ]
+        referenced = self._referenced_anywhere({blob.digest for blob in blobs})
+        fresh = queries.linked_since([blob.id for blob in blobs], self.cutoff)
+        unused = [blob for blob in blobs if blob.digest not in referenced and blob.id not in fresh]
         if not unused:
             return
         if self.options.dry_run:
-            for _id, digest, size in unused:
-                self._removed_blob(digest, size)
+            for blob in unused:
+                self._removed_blob(blob.digest, blob.size)
             return
         gone = self._delete_blob_rows(unused)
-        freed = sweep.delete_data_without_rows(self.driver, [digest for digest, _size in gone])
-        for digest, _size in gone:
-            self._removed_blob(digest, freed.get(digest, 0))
+        freed = sweep.delete_data_without_rows(self.driver, [row.digest for row in gone])
+        for row in gone:
+            self._removed_blob(row.digest, freed.get(row.digest, 0))
 
     def _removed_blob(self, digest: str, size: int) -> None:
         self.report(f"{self.verb} blob {digest} ({size} bytes)")
@@ -204,31 +172,13 @@ class _Run:
         self.result.bytes_freed += size
 
     def _referenced_anywhere(self, digests: set[str]) -> set[str]:
-        counts = (
-            ManifestReference.objects.filter(kind=ManifestReference.BLOB, digest__in=digests)
-            .values("digest")
-            .annotate(n=Count("id"))
-            .values_list("digest", "n")
-        )
-        return {digest for digest, n in counts if n > self.doomed_refs_anywhere[digest]}
+        counts = queries.blob_reference_counts(digests)
+        return {digest for digest, n in counts.items() if n > self.doomed_refs_anywhere[digest]}
 
-    def _delete_blob_rows(self, rows: list[tuple[int, str, int]]) -> list[tuple[str, int]]:
+    def _delete_blob_rows(self, blobs: list[queries.StoredBlob]) -> list[queries.BlobRow]:
         """Delete the rows that are still unreferenced and old, re-checked under the digest locks."""
-        with sweep.locked(digest for _id, digest, _size in rows):
-            referenced = ManifestReference.objects.filter(
-                kind=ManifestReference.BLOB, digest=OuterRef("digest")
-            )
-            fresh = BlobLink.objects.filter(blob=OuterRef("pk"), created_at__gte=self.cutoff)
-            still = list(
-                Blob.objects.filter(id__in=[row[0] for row in rows], created_at__lt=self.cutoff)
-                .exclude(Exists(referenced))
-                .exclude(Exists(fresh))
-                .values_list("id", "digest", "size")
-            )
-            ids = [row[0] for row in still]
-            BlobLink.objects.filter(blob_id__in=ids).delete()
-            Blob.objects.filter(id__in=ids).delete()
-        return [(digest, size) for _id, digest, size in still]
+        with sweep.locked(blob.digest for blob in blobs):
+            return queries.delete_unused_blobs([blob.id for blob in blobs], self.cutoff)
 
     # -- orphaned files ------------------------------------------------------------------------
 
@@ -251,24 +201,20 @@ def unreachable_manifests(repository_id: int, cutoff: datetime) -> dict[int, str
     A manifest is reached when it is tagged or younger than the cutoff, when a reached index lists
     it, or when its subject is a reached manifest (a signature or SBOM of a kept image stays).
     """
-    manifests = Manifest.objects.filter(repository_id=repository_id)
-    rows = list(manifests.values_list("id", "digest", "subject_digest", "created_at"))
-    if not rows:
+    nodes = queries.manifest_nodes(repository_id)
+    if not nodes:
         return {}
-    digest_of = {mid: digest for mid, digest, _subject, _created in rows}
+    digest_of = {node.id: node.digest for node in nodes}
     id_of = {digest: mid for mid, digest in digest_of.items()}
     referrers: dict[str, list[int]] = defaultdict(list)
-    for mid, _digest, subject, _created in rows:
-        if subject:
-            referrers[subject].append(mid)
+    for node in nodes:
+        if node.subject_digest:
+            referrers[node.subject_digest].append(node.id)
     children: dict[int, list[str]] = defaultdict(list)
-    child_refs = ManifestReference.objects.filter(
-        manifest__repository_id=repository_id, kind=ManifestReference.MANIFEST
-    ).values_list("manifest_id", "digest")
-    for mid, child in child_refs:
+    for mid, child in queries.index_children(repository_id):
         children[mid].append(child)
-    tagged = set(Tag.objects.filter(repository_id=repository_id).values_list("manifest_id", flat=True))
-    pending = [mid for mid, _digest, _subject, created in rows if mid in tagged or created >= cutoff]
+    tagged = queries.tagged_manifests(repository_id)
+    pending = [node.id for node in nodes if node.id in tagged or node.created_at >= cutoff]
     reached: set[int] = set()
     while pending:
         mid = pending.pop()

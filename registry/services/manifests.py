@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from registry import queries
 from registry.digests import Digest, is_digest_like
-from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
+from registry.queries import RepositoryRow
 from registry.services import manifest_format
 from registry.services.common import (
     check_name,
@@ -83,8 +83,8 @@ def put(
                     [str(digest)] + [d.digest for d in parsed.blobs] + [d.digest for d in parsed.children]
                 )
                 _check_references(repository, parsed)
-                manifest = _store(repository, str(digest), body, parsed)
-                _point_tags(repository, manifest, list(dict.fromkeys(tags)))
+                manifest_id = _store(repository, str(digest), body, parsed)
+                queries.point_tags(repository.id, manifest_id, list(dict.fromkeys(tags)), timezone.now())
             break
         except IntegrityError:
             continue  # a concurrent push of the same manifest or tag won: retry against its rows
@@ -93,106 +93,35 @@ def put(
     return PutResult(str(digest), parsed.subject.digest if parsed.subject else None, list(dict.fromkeys(tags)))
 
 
-@lru_cache(maxsize=1)
-def _upsert_tag_sql() -> str:
-    # One statement per tag (SQLite >= 3.24 and PostgreSQL): update_or_create's SELECT, savepoints
-    # and INSERT or UPDATE were 28% of a tag PUT's CPU.
-    q = connection.ops.quote_name
-    return (f"INSERT INTO {q(Tag._meta.db_table)} (repository_id, name, manifest_id, updated_at) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (repository_id, name) "
-            "DO UPDATE SET manifest_id = excluded.manifest_id, updated_at = excluded.updated_at")
-
-
-def _point_tags(repository: Repository, manifest: Manifest, tags: list[str]) -> None:
-    if not tags:
-        return
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
-    with connection.cursor() as cursor:
-        cursor.executemany(_upsert_tag_sql(), [(repository.pk, tag, manifest.pk, now) for tag in tags])
-
-
-@lru_cache(maxsize=64)
-def _present_sql(kind: str, count: int) -> str:
-    """Which of ``count`` digests a repository holds, as blobs or as manifests; built once per
-    shape, since compiling these ORM queries was a third of a tag PUT's CPU (inside its lock)."""
-    q = connection.ops.quote_name
-    marks = ", ".join(["%s"] * count)
-    if kind == "blob":
-        return (f"SELECT b.digest FROM {q(BlobLink._meta.db_table)} l JOIN {q(Blob._meta.db_table)} b "
-                f"ON b.id = l.blob_id WHERE l.repository_id = %s AND b.digest IN ({marks})")
-    return f"SELECT digest FROM {q(Manifest._meta.db_table)} WHERE repository_id = %s AND digest IN ({marks})"
-
-
-def _missing(kind: str, repository: Repository, digests: set[str]) -> list[str]:
-    wanted = sorted(digests)
-    with connection.cursor() as cursor:
-        cursor.execute(_present_sql(kind, len(wanted)), [repository.pk, *wanted])
-        present = {row[0] for row in cursor.fetchall()}
-    return [d for d in wanted if d not in present]
-
-
-def _check_references(repository: Repository, parsed: manifest_format.ParsedManifest) -> None:
+def _check_references(repository: RepositoryRow, parsed: manifest_format.ParsedManifest) -> None:
     wanted = {d.digest for d in parsed.blobs if not d.foreign}
-    missing = _missing("blob", repository, wanted) if wanted else []
+    missing = sorted(wanted - queries.linked_digests(repository.id, wanted))
     if missing:
         raise ManifestBlobUnknown(
             f"blob {missing[0]} is not in repository {repository.name!r}", {"digest": missing[0]}
         )
     children = {d.digest for d in parsed.children}
-    missing = _missing("manifest", repository, children) if children else []
+    missing = sorted(children - queries.stored_manifests(repository.id, children))
     if missing:
         raise ManifestBlobUnknown(
             f"manifest {missing[0]} is not in repository {repository.name!r}", {"digest": missing[0]}
         )
 
 
-@lru_cache(maxsize=1)
-def _existing_sql() -> str:
-    q = connection.ops.quote_name
-    return f"SELECT id FROM {q(Manifest._meta.db_table)} WHERE repository_id = %s AND digest = %s"
-
-
-def _store(
-    repository: Repository, digest: str, body: bytes, parsed: manifest_format.ParsedManifest
-) -> Manifest:
-    with connection.cursor() as cursor:
-        cursor.execute(_existing_sql(), [repository.pk, digest])
-        row = cursor.fetchone()
-    if row is not None:
-        return Manifest.from_db(connection.alias, ["id"], [row[0]])  # only its id is used
-    manifest = Manifest.objects.create(
-        repository=repository,
-        digest=digest,
+def _store(repository: RepositoryRow, digest: str, body: bytes, parsed: manifest_format.ParsedManifest) -> int:
+    """The manifest's id, storing it unless the repository has it already."""
+    stored = queries.manifest_id(repository.id, digest)
+    if stored is not None:
+        return stored
+    return queries.insert_manifest(
+        repository.id, digest, body,
         media_type=parsed.media_type,
-        size=len(body),
-        body=body,
         artifact_type=parsed.referrer_artifact_type,
         subject_digest=parsed.subject.digest if parsed.subject else "",
         annotations=parsed.annotations,
+        blobs=[d.digest for d in parsed.blobs if not d.foreign],
+        children=[d.digest for d in parsed.children],
     )
-    refs = [
-        ManifestReference(manifest=manifest, digest=d.digest, kind=ManifestReference.BLOB)
-        for d in parsed.blobs
-        if not d.foreign
-    ] + [
-        ManifestReference(manifest=manifest, digest=d.digest, kind=ManifestReference.MANIFEST)
-        for d in parsed.children
-    ]
-    ManifestReference.objects.bulk_create(refs)
-    return manifest
-
-
-@lru_cache(maxsize=4)
-def _lookup_sql(by_digest: bool, with_body: bool) -> str:
-    """The manifest lookup, built once: compiling it with the ORM was 2/3 of a manifest GET's CPU."""
-    q = connection.ops.quote_name
-    manifest, tag, repo = (q(model._meta.db_table) for model in (Manifest, Tag, Repository))
-    columns = "m.digest, m.media_type, m.size" + (", m.body" if with_body else "")
-    if by_digest:
-        return (f"SELECT {columns} FROM {manifest} m JOIN {repo} r ON r.id = m.repository_id "
-                "WHERE r.name = %s AND m.digest = %s")
-    return (f"SELECT {columns} FROM {tag} t JOIN {repo} r ON r.id = t.repository_id "
-            f"JOIN {manifest} m ON m.id = t.manifest_id WHERE r.name = %s AND t.name = %s")
 
 
 def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
@@ -203,13 +132,13 @@ def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
         # A reference that is not a valid tag names nothing: 404, as CNCF distribution answers
         # and the OCI conformance suite expects (a PUT of one is still refused as invalid).
         raise ManifestUnknown(f"manifest {reference[:200]!r} unknown to repository {name!r}") from None
-    with connection.cursor() as cursor:
-        cursor.execute(_lookup_sql(by_digest is not None, with_body), [name, str(by_digest or tag)])
-        row = cursor.fetchone()
+    if by_digest is not None:
+        row = queries.manifest_by_digest(name, str(by_digest), with_body)
+    else:
+        row = queries.manifest_by_tag(name, str(tag), with_body)
     if row is None:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")
-    body = bytes(row[3]) if with_body else None
-    return StoredManifest(row[0], row[1], row[2], body)
+    return StoredManifest(row.digest, row.media_type, row.size, row.body)
 
 
 def delete(name: str, reference: str, delete_enabled: bool) -> None:
@@ -220,8 +149,8 @@ def delete(name: str, reference: str, delete_enabled: bool) -> None:
     by_digest, tag = _reference(reference)
     repository = get_repository(name)
     if by_digest is not None:
-        deleted, _ = Manifest.objects.filter(repository=repository, digest=str(by_digest)).delete()
+        deleted = queries.delete_manifest(repository.id, str(by_digest))
     else:
-        deleted, _ = Tag.objects.filter(repository=repository, name=tag).delete()
+        deleted = queries.delete_tag(repository.id, str(tag))
     if not deleted:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")

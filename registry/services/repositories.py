@@ -7,10 +7,9 @@ sessions. Blob data is left to the garbage collector: other repositories may sha
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from django.db import transaction
-
-from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag, Upload
+from registry import queries
 from registry.services.common import get_repository
 from registry.storage import default_driver, paths
 from registry.storage.driver import StorageDriver, delete_if_exists
@@ -30,23 +29,14 @@ def delete_repository(name: str, driver: StorageDriver | None = None) -> Deleted
 
     Raises NameInvalid for a malformed name and NameUnknown for a repository that does not exist.
     """
-    repository = get_repository(name)
-    with transaction.atomic():
-        # Children first and only ids loaded: manifest bodies can be megabytes each.
-        ManifestReference.objects.filter(manifest__repository=repository).delete()
-        tags, _ = Tag.objects.filter(repository=repository).delete()
-        manifests, _ = Manifest.objects.filter(repository=repository).only("id").delete()
-        blob_links, _ = BlobLink.objects.filter(repository=repository).delete()
-        sessions = list(Upload.objects.filter(repository=repository).values_list("id", "storage_state"))
-        Upload.objects.filter(repository=repository).delete()
-        Repository.objects.filter(pk=repository.pk).delete()
-    _remove_upload_data(sessions, driver or default_driver())
-    return DeletedRepository(name, tags, manifests, blob_links, len(sessions))
+    removed = queries.delete_repository(get_repository(name).id)
+    _remove_upload_data(removed.sessions, driver or default_driver())
+    return DeletedRepository(name, removed.tags, removed.manifests, removed.blob_links, len(removed.sessions))
 
 
-def _remove_upload_data(sessions: list[tuple[str, dict]], driver: StorageDriver) -> None:
+def _remove_upload_data(sessions: list[tuple[str, dict[str, Any]]], driver: StorageDriver) -> None:
     # After the commit: a crash before this leaves session data without a session, which
     # uploads.purge_expired removes once it is older than the upload expiry.
     for upload_id, state in sessions:
-        driver.abort(paths.upload_data(upload_id), state or {})
+        driver.abort(paths.upload_data(upload_id), state)
         delete_if_exists(driver, paths.upload_dir(upload_id))

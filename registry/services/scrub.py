@@ -15,8 +15,8 @@ from typing import Callable
 from django.db import transaction
 from django.utils import timezone
 
+from registry import queries
 from registry.digests import Digest, new_hasher
-from registry.models import Blob, BlobLink
 from registry.services import sweep
 from registry.services.digest_locks import lock_digests
 from registry.services.sweep import Report
@@ -72,19 +72,19 @@ def scrub(
 def _check_rows(
     drv: StorageDriver, repair: bool, result: ScrubResult, found: Callable[[Problem], None], report: Report
 ) -> None:
-    total = Blob.objects.count()
+    total = queries.blob_count()
 
     def checked(blobs: int) -> str:
         return f"{blobs} of {total} blobs checked ({result.bytes_checked} bytes)"
 
     progress = sweep.Progress(report, checked)
-    for page in sweep.blob_pages("digest", "size"):
-        for _id, text, size in page:
-            problem = _check_blob(drv, Digest.parse(text), size)
-            if problem is not None and Blob.objects.filter(digest=text).exists():  # not collected meanwhile
+    for page in sweep.blob_pages():
+        for blob in page:
+            problem = _check_blob(drv, Digest.parse(blob.digest), blob.size)
+            if problem is not None and queries.blob_exists(blob.digest):  # not collected meanwhile
                 found(_repair(drv, problem) if repair else problem)
             result.blobs_checked += 1
-            result.bytes_checked += size
+            result.bytes_checked += blob.size
             progress.add()
 
 
@@ -122,8 +122,7 @@ def _repair(drv: StorageDriver, problem: Problem) -> Problem:
             # Corrupt data goes first, inside the transaction: a crash before the commit leaves a
             # row without data, which the next scrub removes, and no pull gets the bad bytes.
             delete_if_exists(drv, paths.blob_dir(digest))
-        BlobLink.objects.filter(blob__digest=problem.digest).delete()
-        Blob.objects.filter(digest=problem.digest).delete()
+        queries.delete_blob(problem.digest)
     return Problem(problem.kind, problem.digest, problem.detail, repaired=True)
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from django.db import connection, transaction
 
+from registry import queries
 from registry.digests import Digest
-from registry.models import Blob
 from registry.services.digest_locks import lock_digests
 from registry.storage import paths
 from registry.storage.driver import PathNotFound, StorageDriver, delete_if_exists
@@ -79,23 +79,12 @@ def locked(digests: Iterable[str]) -> Iterator[None]:
         time.sleep(max(time.monotonic() - started, WRITER_PAUSE))
 
 
-def blob_pages(*fields: str) -> Iterator[list[tuple[Any, ...]]]:
-    """Every blob row as ``(id, *fields)``, BATCH rows at a time in id order.
-
-    Paging by id, not by offset, so rows deleted or added meanwhile neither skip nor repeat a row.
-    """
+def blob_pages() -> Iterator[list[queries.StoredBlob]]:
+    """Every blob row, BATCH rows at a time in id order."""
     last = 0
-    while True:
-        rows = Blob.objects.filter(id__gt=last).order_by("id")
-        page = list(rows.values_list("id", *fields)[:BATCH])
-        if not page:
-            return
-        last = page[-1][0]
+    while page := queries.blob_page(last, BATCH):
+        last = page[-1].id
         yield page
-
-
-def known_digests(digests: Iterable[str]) -> set[str]:
-    return set(Blob.objects.filter(digest__in=list(digests)).values_list("digest", flat=True))
 
 
 def files_without_rows(
@@ -120,7 +109,7 @@ def files_without_rows(
 def _without_rows(files: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
     if not files:
         return
-    known = known_digests(digest for digest, _size in files)
+    known = queries.known_digests(digest for digest, _size in files)
     orphans = [(digest, size) for digest, size in files if digest not in known]
     if orphans:
         yield orphans
@@ -135,7 +124,7 @@ def delete_data_without_rows(driver: StorageDriver, digests: list[str]) -> dict[
     # Small transactions: pushes wait for the write lock while files are deleted under it.
     for chunk in chunks(digests, DATA_BATCH):
         with locked(chunk):
-            alive = known_digests(chunk)
+            alive = queries.known_digests(chunk)
             for text in chunk:
                 if text not in alive:
                     freed[text] = delete_blob_data(driver, Digest.parse(text))

@@ -29,7 +29,6 @@ from django.utils import timezone
 
 from registry import hashing, queries
 from registry.digests import Digest, InvalidDigest, new_hasher
-from registry.models import Repository
 from registry.services import blobs
 from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import (
@@ -113,7 +112,7 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
     # nothing at all in an object store, where the first chunk starts the multipart upload.
     # A full device raises StorageFull, which the view answers with 507.
     drv.writer(paths.upload_data(upload_id), append=True).commit()
-    queries.insert_session(upload_id, repository.pk, algorithm, timezone.now(), owner)
+    queries.insert_session(upload_id, repository.id, algorithm, timezone.now(), owner)
     _check_session_cap(owner, upload_id, drv)
     return UploadStatus(upload_id, name, 0)
 
@@ -386,12 +385,11 @@ def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id:
     # blobs.link moves the data into place, when it is not stored already, under the digest's lock
     # with the row that records it: a crash before the commit leaves data without a row, which the
     # collector removes, never a row without data.
-    repository = Repository(id=repository_id, name=name)
     with transaction.atomic():
-        blob = blobs.link(repository, digest, size, drv, source=paths.upload_data(upload_id))
+        info = blobs.link(repository_id, digest, size, drv, source=paths.upload_data(upload_id))
         queries.delete_session(upload_id)
     _remove_data(upload_id, drv)
-    return blobs.BlobInfo(blob.digest, blob.size)
+    return info
 
 
 def monolithic(name: str, digest_text: str, body: Body, driver: StorageDriver | None = None,
@@ -416,20 +414,13 @@ def cancel(name: str, upload_id: str, driver: StorageDriver | None = None) -> No
 def _discard(upload_id: str, storage_state: dict[str, Any], drv: StorageDriver) -> None:
     """Forget the session and abort what it stored (an S3 multipart upload, its tails)."""
     if not storage_state:
-        storage_state = _state_of(upload_id)
+        storage_state = queries.session_storage_state(upload_id)
     queries.delete_session(upload_id)
     try:
         drv.abort(paths.upload_data(upload_id), storage_state)
     except storage.StorageError:
         pass  # purge_expired finds what is left once the session is gone
     _remove_data(upload_id, drv)
-
-
-def _state_of(upload_id: str) -> dict[str, Any]:
-    from registry.models import Upload
-
-    state = Upload.objects.filter(id=upload_id).values_list("storage_state", flat=True).first()
-    return dict(state or {})
 
 
 def _remove_data(upload_id: str, drv: StorageDriver) -> None:
@@ -443,18 +434,14 @@ def purge_expired(
 
     Returns how many were removed (with ``dry_run``, how many would be).
     """
-    from registry.models import Upload
-
     drv = _driver(driver)
     cutoff = timezone.now() - (older_than if older_than is not None else _expiry())
     removed = 0
-    expired = Upload.objects.filter(updated_at__lt=cutoff).values_list("id", "storage_state")
-    for upload_id, state in list(expired):
+    for upload_id, state in queries.idle_sessions(cutoff):
         if dry_run:
             removed += 1
-        # Deleted only if still idle: a chunk may have arrived since the query.
-        elif Upload.objects.filter(id=upload_id, updated_at__lt=cutoff).delete()[0]:
-            _discard(upload_id, dict(state or {}), drv)
+        elif queries.delete_idle_session(upload_id, cutoff):
+            _discard(upload_id, state, drv)
             removed += 1
     removed += _purge_orphans(drv, cutoff.timestamp(), dry_run)
     return removed
@@ -462,15 +449,13 @@ def purge_expired(
 
 def _purge_orphans(drv: StorageDriver, cutoff: float, dry_run: bool) -> int:
     """Upload data (and, in an object store, multipart uploads) that no session knows."""
-    from registry.models import Upload
-
     newest: dict[str, float] = {}
     for info in drv.walk(paths.UPLOADS):
         parts = info.path.split("/")
         if len(parts) >= 3:
             newest[parts[1]] = max(newest.get(parts[1], 0.0), info.mtime)
     old = {upload_id for upload_id, mtime in newest.items() if mtime < cutoff}
-    known = set(Upload.objects.filter(id__in=old).values_list("id", flat=True))
+    known = queries.known_sessions(old)
     removed = 0
     for upload_id in sorted(old - known):
         try:
@@ -482,6 +467,5 @@ def _purge_orphans(drv: StorageDriver, cutoff: float, dry_run: bool) -> int:
         removed += 1
     stale = getattr(drv, "abort_stale_uploads", None)
     if stale is not None and not dry_run:
-        live = Upload.objects.values_list("storage_state", flat=True)
-        removed += stale(paths.UPLOADS, {s.get("upload_id") for s in live if s and s.get("upload_id")})
+        removed += stale(paths.UPLOADS, queries.multipart_upload_ids())
     return removed

@@ -1,0 +1,119 @@
+"""Every statement of the registry app, as named functions returning ids or small typed rows, one
+module per entity; services call them and read as domain code. What the hand-written statements
+share (building them once, the byte-order rule) is in ``_sql``.
+
+    repositories   lookup by name, the ones with content (catalog, UI), deleting one
+    blobs          a blob through a repository, linking, mounting, collection and scrub
+    manifests      by tag or digest (API and UI), storing, the collector's reference graph
+    tags           pointing, listing in byte order
+    referrers      pages of the manifests that name a subject
+    uploads        upload sessions and their leases
+    locks          named leases and per-digest locks
+"""
+from __future__ import annotations
+
+from registry.queries._sql import byte_order
+from registry.queries.blobs import (
+    BlobRow,
+    BlobTotals,
+    LinkRow,
+    MountSource,
+    StoredBlob,
+    blob_count,
+    blob_exists,
+    blob_page,
+    blob_totals,
+    delete_blob,
+    delete_unreferenced_links,
+    delete_unused_blobs,
+    known_digests,
+    link_blob,
+    linked_blob,
+    linked_digests,
+    linked_since,
+    links_created_before,
+    mount_sources,
+    unlink_blob,
+)
+from registry.queries.locks import (
+    acquire_lease,
+    lock_keys,
+    release_lease,
+    renew_lease,
+    set_lease_data,
+)
+from registry.queries.manifests import (
+    ManifestDetails,
+    ManifestNode,
+    ManifestRow,
+    blob_reference_counts,
+    blob_reference_counts_in,
+    blob_references,
+    delete_manifest,
+    delete_manifests,
+    index_children,
+    insert_manifest,
+    manifest_by_digest,
+    manifest_by_tag,
+    manifest_details,
+    manifest_id,
+    manifest_nodes,
+    stored_manifests,
+)
+from registry.queries.referrers import ReferrerRow, annotations_of, referrer_rows
+from registry.queries.repositories import (
+    RemovedRows,
+    RepositoryRow,
+    all_repositories,
+    catalog_names,
+    create_repository,
+    delete_repository,
+    find_repository,
+    with_content,
+)
+from registry.queries.tags import delete_tag, point_tags, tag_names, tagged_manifests, tags_of
+from registry.queries.uploads import (
+    Session,
+    acquire_session,
+    count_live_sessions,
+    delete_idle_session,
+    delete_session,
+    idle_sessions,
+    insert_session,
+    known_sessions,
+    multipart_upload_ids,
+    read_session,
+    release_session,
+    renew_session,
+    save_session,
+    session_storage_state,
+    take_over_session,
+)
+
+__all__ = [
+    # _sql
+    "byte_order",
+    # blobs
+    "BlobRow", "BlobTotals", "LinkRow", "MountSource", "StoredBlob", "blob_count", "blob_exists", "blob_page",
+    "blob_totals", "delete_blob", "delete_unreferenced_links", "delete_unused_blobs", "known_digests",
+    "link_blob", "linked_blob", "linked_digests", "linked_since", "links_created_before", "mount_sources",
+    "unlink_blob",
+    # locks
+    "acquire_lease", "lock_keys", "release_lease", "renew_lease", "set_lease_data",
+    # manifests
+    "ManifestDetails", "ManifestNode", "ManifestRow", "blob_reference_counts", "blob_reference_counts_in",
+    "blob_references", "delete_manifest", "delete_manifests", "index_children", "insert_manifest",
+    "manifest_by_digest", "manifest_by_tag", "manifest_details", "manifest_id", "manifest_nodes",
+    "stored_manifests",
+    # referrers
+    "ReferrerRow", "annotations_of", "referrer_rows",
+    # repositories
+    "RemovedRows", "RepositoryRow", "all_repositories", "catalog_names", "create_repository",
+    "delete_repository", "find_repository", "with_content",
+    # tags
+    "delete_tag", "point_tags", "tag_names", "tagged_manifests", "tags_of",
+    # uploads
+    "Session", "acquire_session", "count_live_sessions", "delete_idle_session", "delete_session", "idle_sessions", "insert_session",
+    "known_sessions", "multipart_upload_ids", "read_session", "release_session", "renew_session",
+    "save_session", "session_storage_state", "take_over_session",
+]

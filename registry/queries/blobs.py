@@ -1,0 +1,196 @@
+"""Blobs and the links that make them visible in repositories: reading one through a repository,
+linking, mounting, and what the garbage collector and scrub ask of them."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Iterable, NamedTuple
+
+from django.db.models import Count, Exists, OuterRef, Sum
+
+from registry.models import Blob, BlobLink, ManifestReference, Repository
+from registry.queries._sql import execute, fetch_all, fetch_one, marks, moment, statement, table
+
+
+class BlobRow(NamedTuple):
+    digest: str
+    size: int
+
+
+class StoredBlob(NamedTuple):
+    id: int
+    digest: str
+    size: int
+    created_at: datetime
+
+
+class BlobTotals(NamedTuple):
+    blobs: int
+    size: int  # bytes
+
+
+# -- through a repository --------------------------------------------------------------------------
+
+
+@statement
+def _linked_sql() -> str:
+    return (f"SELECT b.digest, b.size FROM {table(BlobLink)} l JOIN {table(Blob)} b ON b.id = l.blob_id "
+            f"JOIN {table(Repository)} r ON r.id = l.repository_id WHERE r.name = %s AND b.digest = %s")
+
+
+def linked_blob(repository: str, digest: str) -> BlobRow | None:
+    """The blob ``digest`` if repository ``repository`` links it."""
+    row = fetch_one(_linked_sql(), [repository, digest])
+    return None if row is None else BlobRow(row[0], row[1])
+
+
+@statement
+def _linked_digests_sql(count: int) -> str:
+    return (f"SELECT b.digest FROM {table(BlobLink)} l JOIN {table(Blob)} b ON b.id = l.blob_id "
+            f"WHERE l.repository_id = %s AND b.digest IN ({marks(count)})")
+
+
+def linked_digests(repository_id: int, digests: Iterable[str]) -> set[str]:
+    """Which of ``digests`` the repository links."""
+    wanted = sorted(set(digests))
+    if not wanted:
+        return set()
+    return {row[0] for row in fetch_all(_linked_digests_sql(len(wanted)), [repository_id, *wanted])}
+
+
+@statement
+def _insert_blob_sql() -> str:
+    # SQLite >= 3.24 and PostgreSQL both have ON CONFLICT.
+    return f"INSERT INTO {table(Blob)} (digest, size, created_at) VALUES (%s, %s, %s) ON CONFLICT (digest) DO NOTHING"
+
+
+@statement
+def _blob_sql() -> str:
+    return f"SELECT id, size FROM {table(Blob)} WHERE digest = %s"
+
+
+@statement
+def _upsert_link_sql() -> str:
+    return (f"INSERT INTO {table(BlobLink)} (repository_id, blob_id, created_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (repository_id, blob_id) DO UPDATE SET created_at = excluded.created_at")
+
+
+def link_blob(repository_id: int, digest: str, size: int, now: datetime) -> BlobRow:
+    """Record the blob (unless known) and link it into the repository. A link made again starts
+    anew (a new grace period for the collector); a known blob keeps its recorded size."""
+    at = moment(now)
+    execute(_insert_blob_sql(), [digest, size, at])
+    found = fetch_one(_blob_sql(), [digest])
+    assert found is not None  # inserted or kept above, under the digest's lock
+    blob_id, stored_size = found
+    execute(_upsert_link_sql(), [repository_id, blob_id, at])
+    return BlobRow(digest, stored_size)
+
+
+class MountSource(NamedTuple):
+    repository: str
+    size: int
+
+
+def mount_sources(digest: str, repository: str | None, limit: int = 50) -> list[MountSource]:
+    """Repositories (``repository`` only, when given) that link the blob ``digest``."""
+    links = BlobLink.objects.filter(blob__digest=digest)
+    if repository is not None:
+        links = links.filter(repository__name=repository)
+    return [MountSource(*row) for row in links.values_list("repository__name", "blob__size")[:limit]]
+
+
+def unlink_blob(repository_id: int, digest: str) -> int:
+    deleted, _ = BlobLink.objects.filter(repository_id=repository_id, blob__digest=digest).delete()
+    return deleted
+
+
+# -- every blob ------------------------------------------------------------------------------------
+
+
+def blob_totals() -> BlobTotals:
+    totals = Blob.objects.aggregate(count=Count("id"), size=Sum("size"))
+    return BlobTotals(totals["count"] or 0, totals["size"] or 0)
+
+
+def blob_count() -> int:
+    return Blob.objects.count()
+
+
+def blob_page(after_id: int, limit: int) -> list[StoredBlob]:
+    """Blob rows with ids above ``after_id``, in id order: paging by id, not by offset, so rows
+    deleted or added meanwhile neither skip nor repeat a row."""
+    rows = Blob.objects.filter(id__gt=after_id).order_by("id").values_list("id", "digest", "size", "created_at")
+    return [StoredBlob(*row) for row in rows[:limit]]
+
+
+def known_digests(digests: Iterable[str]) -> set[str]:
+    """Which of ``digests`` have a blob row."""
+    return set(Blob.objects.filter(digest__in=list(digests)).values_list("digest", flat=True))
+
+
+def blob_exists(digest: str) -> bool:
+    return Blob.objects.filter(digest=digest).exists()
+
+
+def delete_blob(digest: str) -> None:
+    """Forget a blob: its links in every repository and its row."""
+    BlobLink.objects.filter(blob__digest=digest).delete()
+    Blob.objects.filter(digest=digest).delete()
+
+
+# -- garbage collection ----------------------------------------------------------------------------
+
+
+class LinkRow(NamedTuple):
+    id: int
+    repository_id: int
+    repository: str
+    digest: str
+
+
+def links_created_before(cutoff: datetime, after_id: int, limit: int) -> list[LinkRow]:
+    """Links made before ``cutoff`` with ids above ``after_id``, in id order."""
+    rows = (BlobLink.objects.filter(id__gt=after_id, created_at__lt=cutoff).order_by("id")
+            .values_list("id", "repository_id", "repository__name", "blob__digest"))
+    return [LinkRow(*row) for row in rows[:limit]]
+
+
+def delete_unreferenced_links(link_ids: list[int], cutoff: datetime) -> set[int]:
+    """Of ``link_ids``, delete those made before ``cutoff`` that no manifest of their repository
+    references, checked again here; the ids deleted. Run it under the digests' locks."""
+    referenced = ManifestReference.objects.filter(
+        kind=ManifestReference.BLOB,
+        digest=OuterRef("blob__digest"),
+        manifest__repository_id=OuterRef("repository_id"),
+    )
+    still = set(
+        BlobLink.objects.filter(id__in=link_ids, created_at__lt=cutoff)
+        .exclude(Exists(referenced))
+        .values_list("id", flat=True)
+    )
+    BlobLink.objects.filter(id__in=still).delete()
+    return still
+
+
+def linked_since(blob_ids: list[int], cutoff: datetime) -> set[int]:
+    """Which of the blobs ``blob_ids`` were linked (again) at or after ``cutoff``."""
+    return set(BlobLink.objects.filter(blob_id__in=blob_ids, created_at__gte=cutoff)
+               .values_list("blob_id", flat=True))
+
+
+def delete_unused_blobs(blob_ids: list[int], cutoff: datetime) -> list[BlobRow]:
+    """Of ``blob_ids``, delete the blobs created before ``cutoff`` that no manifest references and
+    nothing linked since, checked again here, with their links; the blobs deleted (their data is
+    still stored). Run it under the digests' locks."""
+    referenced = ManifestReference.objects.filter(kind=ManifestReference.BLOB, digest=OuterRef("digest"))
+    fresh = BlobLink.objects.filter(blob=OuterRef("pk"), created_at__gte=cutoff)
+    still = list(
+        Blob.objects.filter(id__in=blob_ids, created_at__lt=cutoff)
+        .exclude(Exists(referenced))
+        .exclude(Exists(fresh))
+        .values_list("id", "digest", "size")
+    )
+    ids = [row[0] for row in still]
+    BlobLink.objects.filter(blob_id__in=ids).delete()
+    Blob.objects.filter(id__in=ids).delete()
+    return [BlobRow(digest, size) for _id, digest, size in still]

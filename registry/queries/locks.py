@@ -1,0 +1,57 @@
+"""Locks held in the database: named leases (the collector's schedule, locks on object storage) and
+per-digest transaction locks (registry.services.digest_locks says who takes them and why)."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from registry.models import Lease
+from registry.queries._sql import fetch_one, json_value, moment, statement, table
+
+# -- named leases ----------------------------------------------------------------------------------
+
+
+@statement
+def _acquire_lease_sql() -> str:
+    return (f"UPDATE {table(Lease)} SET owner = %s, until = %s WHERE name = %s "
+            "AND (until IS NULL OR until < %s) RETURNING data")
+
+
+def acquire_lease(name: str, owner: str, now: datetime, until: datetime) -> dict[str, Any] | None:
+    """Hold the lease ``name`` until ``until`` if nobody else holds it; its data, or None."""
+    Lease.objects.bulk_create([Lease(name=name)], ignore_conflicts=True)  # leases are never deleted
+    row = fetch_one(_acquire_lease_sql(), [owner, moment(until), name, moment(now)])
+    return None if row is None else json_value(row[0])
+
+
+def release_lease(name: str, owner: str) -> None:
+    Lease.objects.filter(name=name, owner=owner).update(owner="", until=None)
+
+
+def renew_lease(name: str, owner: str, until: datetime) -> bool:
+    return Lease.objects.filter(name=name, owner=owner).update(until=until) == 1
+
+
+def set_lease_data(name: str, owner: str, data: dict[str, Any]) -> bool:
+    """Replace the data of a lease ``owner`` holds; False when it no longer does."""
+    return Lease.objects.filter(name=name, owner=owner).update(data=data) == 1
+
+
+# -- digest locks ----------------------------------------------------------------------------------
+
+
+def lock_keys(keys: list[str]) -> None:
+    """Hold a lock on each of ``keys``, in the order given, until the current transaction ends.
+
+    On SQLite every transaction already holds the database's single write lock (it starts with
+    BEGIN IMMEDIATE, see regsite.config), so nothing more is needed. PostgreSQL runs READ
+    COMMITTED transactions side by side: there each key gets a transaction-scoped advisory lock,
+    released at commit or rollback.
+    """
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for key in keys:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])

@@ -1,0 +1,157 @@
+"""Manifests: the lookup by tag or by digest (shared by the API and the UI), storing one with what
+it references, and the reference graph the garbage collector walks."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable, NamedTuple
+
+from django.db.models import Count
+
+from registry.models import Manifest, ManifestReference, Repository, Tag
+from registry.queries._sql import fetch_all, fetch_one, marks, statement, table
+
+
+class ManifestRow(NamedTuple):
+    id: int
+    digest: str
+    media_type: str
+    size: int
+    body: bytes | None  # None when asked for without it
+
+
+class ManifestDetails(NamedTuple):
+    artifact_type: str
+    subject_digest: str
+    created_at: datetime
+
+
+# Hand-written: compiling these with the ORM cost more than running them (every manifest GET and
+# HEAD). Only the columns a pull needs: each more, a datetime above all, costs on every pull.
+@statement
+def _by_digest_sql(with_body: bool) -> str:
+    return (f"SELECT m.id, m.digest, m.media_type, m.size{', m.body' if with_body else ''} FROM {table(Manifest)} m "
+            f"JOIN {table(Repository)} r ON r.id = m.repository_id WHERE r.name = %s AND m.digest = %s")
+
+
+@statement
+def _by_tag_sql(with_body: bool) -> str:
+    return (f"SELECT m.id, m.digest, m.media_type, m.size{', m.body' if with_body else ''} FROM {table(Tag)} t "
+            f"JOIN {table(Repository)} r ON r.id = t.repository_id JOIN {table(Manifest)} m ON m.id = t.manifest_id "
+            "WHERE r.name = %s AND t.name = %s")
+
+
+def manifest_by_digest(repository: str, digest: str, with_body: bool = True) -> ManifestRow | None:
+    row = fetch_one(_by_digest_sql(with_body), [repository, digest])
+    return None if row is None else ManifestRow(row[0], row[1], row[2], row[3], bytes(row[4]) if with_body else None)
+
+
+def manifest_by_tag(repository: str, tag: str, with_body: bool = True) -> ManifestRow | None:
+    row = fetch_one(_by_tag_sql(with_body), [repository, tag])
+    return None if row is None else ManifestRow(row[0], row[1], row[2], row[3], bytes(row[4]) if with_body else None)
+
+
+def manifest_details(manifest_id: int) -> ManifestDetails:
+    """What a page about a manifest shows beyond what a pull needs."""
+    return ManifestDetails(*Manifest.objects.filter(id=manifest_id).values_list(
+        "artifact_type", "subject_digest", "created_at").get())
+
+
+@statement
+def _id_sql() -> str:
+    return f"SELECT id FROM {table(Manifest)} WHERE repository_id = %s AND digest = %s"
+
+
+def manifest_id(repository_id: int, digest: str) -> int | None:
+    row = fetch_one(_id_sql(), [repository_id, digest])
+    return None if row is None else int(row[0])
+
+
+@statement
+def _stored_sql(count: int) -> str:
+    return f"SELECT digest FROM {table(Manifest)} WHERE repository_id = %s AND digest IN ({marks(count)})"
+
+
+def stored_manifests(repository_id: int, digests: Iterable[str]) -> set[str]:
+    """Which of ``digests`` are manifests of the repository."""
+    wanted = sorted(set(digests))
+    if not wanted:
+        return set()
+    return {row[0] for row in fetch_all(_stored_sql(len(wanted)), [repository_id, *wanted])}
+
+
+def insert_manifest(repository_id: int, digest: str, body: bytes, media_type: str, artifact_type: str,
+                    subject_digest: str, annotations: dict[str, Any], blobs: Iterable[str],
+                    children: Iterable[str]) -> int:
+    """Store a manifest and the blobs and child manifests it references; its id."""
+    manifest = Manifest.objects.create(
+        repository_id=repository_id, digest=digest, media_type=media_type, size=len(body), body=body,
+        artifact_type=artifact_type, subject_digest=subject_digest, annotations=annotations,
+    )
+    ManifestReference.objects.bulk_create(
+        [ManifestReference(manifest=manifest, digest=d, kind=ManifestReference.BLOB) for d in blobs]
+        + [ManifestReference(manifest=manifest, digest=d, kind=ManifestReference.MANIFEST) for d in children]
+    )
+    return int(manifest.pk)
+
+
+def delete_manifest(repository_id: int, digest: str) -> int:
+    """Delete a manifest with its tags and references; how many rows went (0: none was stored)."""
+    deleted, _ = Manifest.objects.filter(repository_id=repository_id, digest=digest).only("id").delete()
+    return deleted
+
+
+# -- the reference graph (garbage collection) ------------------------------------------------------
+
+
+class ManifestNode(NamedTuple):
+    id: int
+    digest: str
+    subject_digest: str
+    created_at: datetime
+
+
+def manifest_nodes(repository_id: int) -> list[ManifestNode]:
+    rows = Manifest.objects.filter(repository_id=repository_id).values_list(
+        "id", "digest", "subject_digest", "created_at")
+    return [ManifestNode(*row) for row in rows]
+
+
+def index_children(repository_id: int) -> list[tuple[int, str]]:
+    """(index id, child digest) for every manifest an index of the repository lists."""
+    return list(ManifestReference.objects.filter(
+        manifest__repository_id=repository_id, kind=ManifestReference.MANIFEST
+    ).values_list("manifest_id", "digest"))
+
+
+def delete_manifests(manifest_ids: list[int]) -> None:
+    Manifest.objects.filter(id__in=manifest_ids).only("id").delete()  # never load the bodies
+
+
+def blob_references(manifest_ids: list[int]) -> list[str]:
+    """The blob digests the manifests reference, once per reference."""
+    return list(ManifestReference.objects.filter(manifest_id__in=manifest_ids, kind=ManifestReference.BLOB)
+                .values_list("digest", flat=True))
+
+
+def blob_reference_counts(digests: Iterable[str]) -> dict[str, int]:
+    """How many manifests, in any repository, reference each of ``digests`` (absent: none)."""
+    counts = (ManifestReference.objects.filter(kind=ManifestReference.BLOB, digest__in=list(digests))
+              .values("digest").annotate(n=Count("id")).values_list("digest", "n"))
+    return dict(counts)
+
+
+def blob_reference_counts_in(pairs: Iterable[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """How many manifests of repository ``r`` reference blob ``d``, for each (r, d) of ``pairs``
+    (more pairs may be counted; absent: none)."""
+    pairs = list(pairs)
+    counts = (
+        ManifestReference.objects.filter(
+            kind=ManifestReference.BLOB,
+            digest__in={digest for _repo, digest in pairs},
+            manifest__repository_id__in={repo for repo, _digest in pairs},
+        )
+        .values("manifest__repository_id", "digest")
+        .annotate(n=Count("id"))
+        .values_list("manifest__repository_id", "digest", "n")
+    )
+    return {(repo, digest): n for repo, digest, n in counts}
