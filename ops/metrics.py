@@ -123,12 +123,12 @@ def active_tokens_by_role() -> dict[str, int]:
 class _Sources:
     """Several collectors exposed as one, so that one generate_latest() call renders them all."""
 
-    def __init__(self, collectors: Iterable[object]) -> None:
+    def __init__(self, collectors: Iterable[prometheus_client.registry.Collector]) -> None:
         self._collectors = list(collectors)
 
     def collect(self) -> Iterator[Metric]:
         for collector in self._collectors:
-            yield from collector.collect()  # type: ignore[attr-defined]
+            yield from collector.collect()
 
 
 def multiprocess_dir() -> str | None:
@@ -137,14 +137,14 @@ def multiprocess_dir() -> str | None:
 
 def exposition() -> bytes:
     """The Prometheus text format of every metric of the service, summed over all workers."""
-    sources: list[object] = [StateCollector()]
+    sources: list[prometheus_client.registry.Collector] = [StateCollector()]
     if multiprocess_dir():
         workers = CollectorRegistry()
         multiprocess.MultiProcessCollector(workers)
         sources += [workers, ProcessesCollector()]
     else:
         sources.append(prometheus_client.REGISTRY)  # with this process's own process_* metrics
-    return prometheus_client.generate_latest(_Sources(sources))  # type: ignore[arg-type]
+    return prometheus_client.generate_latest(_Sources(sources))
 
 
 # The classic text format: every Prometheus 2.x and 3.x server and promtool read it.

@@ -76,8 +76,8 @@ def bytes_in(request: HttpRequest, reader: CountingReader | None) -> int:
 def bytes_out(request: HttpRequest, response: HttpResponseBase) -> int:
     if request.method == "HEAD":
         return 0
-    if not response.streaming:
-        return len(response.content)  # type: ignore[attr-defined]
+    if isinstance(response, HttpResponse):  # not streamed: the body is in memory
+        return len(response.content)
     try:
         return int(response.get("Content-Length") or 0)
     except ValueError:
@@ -150,4 +150,4 @@ def _after_close(response: HttpResponseBase, callback: Callable[[], None]) -> No
         finally:
             callback()
 
-    response.close = close_then_log  # type: ignore[method-assign]
+    response.close = close_then_log  # type: ignore[method-assign]  # wrapped on this one response object

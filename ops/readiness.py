@@ -122,9 +122,9 @@ def htpasswd() -> str | None:
 
 
 def token_storage() -> str | None:
-    from tokens.services import repository
+    from tokens.services import file_repository
 
-    repo = repository()
+    repo = file_repository()
     try:
         repo.ensure_directory()
         # The repository skips dot files, so a concurrent token listing never sees the probe.

@@ -19,8 +19,8 @@ def read_only(view: View) -> View:
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.method not in ("GET", "HEAD"):
-            response = JsonResponse({"error": f"method {request.method} is not allowed; use GET"},
-                                    status=405)
+            response: HttpResponse = JsonResponse(
+                {"error": f"method {request.method} is not allowed; use GET"}, status=405)
             response["Allow"] = "GET, HEAD"
             return response
         response = view(request, *args, **kwargs)

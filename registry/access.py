@@ -15,7 +15,7 @@ UPLOAD_ROUTES = frozenset({"upload-start", "upload-session"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def action_for(url_name: str | None, method: str) -> Action:
+def action_for(url_name: str | None, method: str | None) -> Action:
     if url_name in UPLOAD_ROUTES:
         return Action.PUSH
     if method in SAFE_METHODS:

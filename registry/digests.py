@@ -50,7 +50,9 @@ class Digest:
 
     @classmethod
     def of(cls, data: bytes, algorithm: str = "sha256") -> "Digest":
-        return cls(algorithm, HASHERS[algorithm](data).hexdigest())
+        hasher = HASHERS[algorithm]()
+        hasher.update(data)
+        return cls(algorithm, hasher.hexdigest())
 
 
 def is_digest_like(reference: str) -> bool:

@@ -211,9 +211,10 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
             continue
         if _list_override(merged, name, raw):
             continue
-        table, key = _env_target(name)
-        if table is None:
+        target = _env_target(name)
+        if target is None:
             continue
+        table, key = target
         merged[table][key] = _coerce(name, DEFAULTS[table][key], raw, True)
         explicit.add((table, key))
 
@@ -263,8 +264,8 @@ def _list_override(merged: dict[str, Any], name: str, raw: str) -> bool:
     return False
 
 
-def _env_target(name: str) -> tuple[str | None, str]:
-    """The (table, key) an ``SVC_<TABLE>_<KEY>`` variable sets; (None, "") for other SVC_ names.
+def _env_target(name: str) -> tuple[str, str] | None:
+    """The (table, key) an ``SVC_<TABLE>_<KEY>`` variable sets; None for other SVC_ names.
 
     A variable naming a known table but no key of it is a typo that would otherwise be ignored.
     """
@@ -275,7 +276,7 @@ def _env_target(name: str) -> tuple[str | None, str]:
             if rest[len(prefix):] not in keys:
                 raise ConfigError(f"{name}: unknown key {rest[len(prefix):]!r} of table [{table}]")
             return table, rest[len(prefix):]
-    return None, ""
+    return None
 
 
 def _validate(cfg: dict[str, Any]) -> None:

@@ -209,7 +209,9 @@ class RegistryWorker(gthread.ThreadWorker):
             heapq.heapify(self._deadlines)
 
     def _forget(self, conn: Any) -> None:
-        self._waiting.pop(getattr(conn, "token", None), None)
+        token = getattr(conn, "token", None)
+        if token is not None:
+            self._waiting.pop(token, None)
         conn.token = None
 
     def murder_pending(self) -> None:

@@ -85,7 +85,8 @@ class HtpasswdFile:
                 users[username] = hashed.strip()
             else:
                 _warn_not_bcrypt(username, self.path)
-        cost = int(BCRYPT_HASH.match(next(iter(users.values())))[1]) if users else DEFAULT_COST
+        first = BCRYPT_HASH.match(next(iter(users.values()))) if users else None
+        cost = int(first[1]) if first else DEFAULT_COST
         return Snapshot(stamp=stamp, users=users, cost=cost)
 
 

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from registry import errors
 from registry.access import Action, action_for
 from tokens import bearer, services
-from tokens.principal import ANONYMOUS, OPEN, REQUIRED_ROLE, Principal, role_allows
+from tokens.principal import ANONYMOUS, OPEN, REQUIRED_ROLE, AuthenticatedHttpRequest, Principal, role_allows
 from tokens.throttle import Throttled, verify_password
 
 REALM = "svc-registry"
@@ -144,7 +144,7 @@ class AuthenticationMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: AuthenticatedHttpRequest) -> HttpResponse:
         if not settings.AUTH_ENABLED:
             request.principal = OPEN
             return self.get_response(request)
@@ -180,16 +180,16 @@ class AuthenticationMiddleware:
         except (BadCredentials, Throttled):
             return ANONYMOUS
 
-    def process_view(self, request: HttpRequest, view_func: Callable[..., Any],
+    def process_view(self, request: AuthenticatedHttpRequest, view_func: Callable[..., Any],
                      view_args: tuple[Any, ...], view_kwargs: dict[str, Any]) -> HttpResponse | None:
         if not settings.AUTH_ENABLED or is_public(request.path_info):
             return None
-        action = action_for(request.resolver_match.url_name, request.method)
+        url_name = request.resolver_match.url_name if request.resolver_match else None
+        action = action_for(url_name, request.method)
         if not role_allows(request.principal.role, action):
             return forbidden(request, request.principal, action)
         # A signed token allows only what it was issued for: a 401 names the scope to ask for.
-        missing = bearer.missing_scopes(request.principal, request.resolver_match.url_name, view_kwargs,
-                                        action, request.GET)
+        missing = bearer.missing_scopes(request.principal, url_name, view_kwargs, action, request.GET)
         if missing:
             return unauthorized(request, "the token's scope does not cover this request",
                                 scopes=missing, error="insufficient_scope")

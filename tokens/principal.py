@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from django.http import HttpRequest
+
 from registry.access import Action
 
 Kind = Literal["user", "token", "anonymous"]
@@ -34,3 +36,9 @@ ANONYMOUS = Principal(name="anonymous", kind="anonymous", role=NO_ROLE)
 def role_allows(role: str, action: Action | str) -> bool:
     required = REQUIRED_ROLE[Action(action)]
     return ROLE_RANK.get(role, 0) >= ROLE_RANK[required]
+
+
+class AuthenticatedHttpRequest(HttpRequest):
+    """A request as it leaves tokens.middleware, with the caller set on it."""
+
+    principal: Principal

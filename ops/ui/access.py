@@ -12,7 +12,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -38,7 +38,8 @@ SESSION_SINCE = "ui_since"
 SESSION_CREDENTIAL = "ui_credential"
 # A signed cookie cannot be revoked server-side, so the sign-in itself carries its age and expires.
 SESSION_SECONDS = 12 * 3600
-with_session = decorator_from_middleware(SessionMiddleware)
+# The stub types decorator_from_middleware's result as any view or view factory; it wraps a view in a view.
+with_session = cast(Callable[[View], View], decorator_from_middleware(SessionMiddleware))
 
 # Pages are built from stylesheets and scripts under /static/ only: no inline code, no framing.
 SECURITY_HEADERS = {

@@ -59,6 +59,10 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
@@ -88,9 +92,9 @@ def parse_config(data: bytes, layers: list[Descriptor]) -> ImageConfig:
     doc = json.loads(data)
     if not isinstance(doc, dict):
         raise ValueError("config is not a JSON object")
-    run = doc.get("config") if isinstance(doc.get("config"), dict) else {}
-    labels = run.get("Labels") if isinstance(run.get("Labels"), dict) else {}
-    ports = run.get("ExposedPorts") if isinstance(run.get("ExposedPorts"), dict) else {}
+    run = _object(doc.get("config"))
+    labels = _object(run.get("Labels"))
+    ports = _object(run.get("ExposedPorts"))
     return ImageConfig(
         os=_text(doc.get("os")),
         architecture=_text(doc.get("architecture")),

@@ -75,7 +75,7 @@ def repository_detail(request: HttpRequest, name: str) -> HttpResponse:
 def manifest_detail(request: HttpRequest, name: str, reference: str) -> HttpResponse:
     info = queries.manifest(name, reference)
     summary = summarize(info.body, info.media_type)
-    config = read_config(name, summary.config, summary.layers) if summary.is_image else None
+    config = read_config(name, summary.config, summary.layers) if summary.config and summary.is_image else None
     # A manifest may list up to [registry] max_descriptors entries: the page shows them in pages.
     listed = Paginator(summary.children or summary.layers, DESCRIPTORS_PER_PAGE).get_page(request.GET.get("page"))
     children = list(listed.object_list) if summary.is_index else []

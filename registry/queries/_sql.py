@@ -77,7 +77,7 @@ def _reader(model: type[models.Model], field: str) -> Callable[[Any], Any]:
     model_field = model._meta.get_field(field)
     assert isinstance(model_field, models.Field)
     column = model_field.get_col(model._meta.db_table)
-    converters = connection.ops.get_db_converters(column) + model_field.get_db_converters(connection)
+    converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
 
     if not converters:
         return lambda value: value

@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import threading
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, Mapping
 
 import boto3
 from botocore import handlers
@@ -25,6 +25,10 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from registry.storage.driver import FileInfo, InvalidPath, PathNotFound, StorageError, check_path
+
+if TYPE_CHECKING:  # boto3-stubs, a test dependency: annotations only
+    from mypy_boto3_s3.type_defs import (
+        CompletedPartTypeDef, CopySourceTypeDef, GetObjectRequestTypeDef, ObjectIdentifierTypeDef)
 
 MIN_PART = 5 * 1024 * 1024
 MAX_COPY = 5 * 1024 * 1024 * 1024  # the largest object one CopyObject (or UploadPartCopy) may copy
@@ -80,17 +84,19 @@ class S3Driver:
                         max_pool_connections=pool_size, connect_timeout=10, read_timeout=120,
                         s3={"addressing_style": "path" if endpoint else "auto"},
                         signature_version="s3v4")
-        credentials = {"aws_access_key_id": access_key, "aws_secret_access_key": secret_key} if access_key else {}
+        # No access key: boto3's own chain (environment, instance role) finds the credentials.
+        key_id, secret = (access_key, secret_key) if access_key else (None, None)
         session = boto3.session.Session()
         self.client = session.client("s3", endpoint_url=endpoint or None, region_name=region, config=config,
-                                     **credentials)
+                                     aws_access_key_id=key_id, aws_secret_access_key=secret)
         # botocore asks for "100 Continue" before every PUT body; waiting for it cost 200 ms a
         # request against RGW, so bodies are sent at once, as the Go SDK does below 2 MiB.
         for operation in ("PutObject", "UploadPart"):
             self.client.meta.events.unregister(f"before-call.s3.{operation}", handlers.add_expect_header)
         # Presigned URLs name the host clients reach the store by, which may not be ours.
         self.signer = self.client if not redirect_endpoint else session.client(
-            "s3", endpoint_url=redirect_endpoint, region_name=region, config=config, **credentials)
+            "s3", endpoint_url=redirect_endpoint, region_name=region, config=config,
+            aws_access_key_id=key_id, aws_secret_access_key=secret)
 
     # -- keys ----------------------------------------------------------------------------------
 
@@ -122,12 +128,14 @@ class S3Driver:
         seeked to by then, so a ranged pull costs one request for just the range."""
         reader = _Reader(self, path)
         reader.seek(offset)
-        return reader  # type: ignore[return-value]
+        return reader  # type: ignore[return-value]  # typing.BinaryIO is nominal: no RawIOBase is one
 
     def _get(self, path: str, offset: int) -> Any:
-        extra = {"Range": f"bytes={offset}-"} if offset else {}
+        request: GetObjectRequestTypeDef = {"Bucket": self.bucket, "Key": self.key(path)}
+        if offset:
+            request["Range"] = f"bytes={offset}-"
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self.key(path), **extra)
+            response = self.client.get_object(**request)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "InvalidRange":
                 return None  # at or past the end of the object: nothing to read
@@ -169,10 +177,9 @@ class S3Driver:
         yield from self._objects(path)
 
     def _objects(self, path: str, limit: int | None = None) -> Iterator[FileInfo]:
-        extra = {"PaginationConfig": {"MaxItems": limit}} if limit else {}
         try:
             pages = self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=self.key(path) + "/", **extra)
+                Bucket=self.bucket, Prefix=self.key(path) + "/", PaginationConfig={"MaxItems": limit} if limit else {})
             for page in pages:
                 for item in page.get("Contents", []):
                     yield FileInfo(self._path(item["Key"]), item["Size"], item["LastModified"].timestamp(), False)
@@ -197,14 +204,14 @@ class S3Driver:
             raise _failure(exc, source) from exc
 
     def _copy(self, source_key: str, dest_key: str, size: int, path: str) -> None:
-        copy_source = {"Bucket": self.bucket, "Key": source_key}
+        copy_source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": source_key}
         try:
             if size <= MAX_COPY:
                 self.client.copy_object(Bucket=self.bucket, Key=dest_key, CopySource=copy_source)
                 return
             upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=dest_key)["UploadId"]
             try:
-                parts = []
+                parts: list[CompletedPartTypeDef] = []
                 for number, start in enumerate(range(0, size, COPY_PART), start=1):
                     end = min(start + COPY_PART, size) - 1
                     result = self.client.upload_part_copy(
@@ -233,7 +240,7 @@ class S3Driver:
             raise PathNotFound(path)
         keys = [self._path(k) for k in keys]
         for start in range(0, len(keys), DELETE_BATCH):
-            batch = [{"Key": self.key(k)} for k in keys[start:start + DELETE_BATCH]]
+            batch: list[ObjectIdentifierTypeDef] = [{"Key": self.key(k)} for k in keys[start:start + DELETE_BATCH]]
             try:
                 result = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
             except (ClientError, BotoCoreError) as exc:
@@ -471,7 +478,8 @@ class S3Writer:
                         Bucket=bucket, Key=self._key, UploadId=self._upload_id, PartNumber=number,
                         CopySource={"Bucket": bucket, "Key": self._tail_key(self._tails_written)})
                     self._parts.append([number, result["CopyPartResult"]["ETag"], self._tail])
-                parts = [{"PartNumber": int(n), "ETag": etag} for n, etag, _size in self._parts]
+                parts: list[CompletedPartTypeDef] = [{"PartNumber": int(n), "ETag": etag}
+                                                     for n, etag, _size in self._parts]
                 client.complete_multipart_upload(Bucket=bucket, Key=self._key, UploadId=self._upload_id,
                                                  MultipartUpload={"Parts": parts})
         except (ClientError, BotoCoreError) as exc:

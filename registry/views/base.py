@@ -6,14 +6,14 @@ import json
 import logging
 from typing import Any, Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from registry import errors
 from registry.http import BadHeader
 
 log = logging.getLogger(__name__)
 API_VERSION = ("Docker-Distribution-API-Version", "registry/2.0")
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]  # blob GETs stream (FileResponse)
 
 
 def registry_view(*methods: str) -> Callable[[View], View]:
@@ -22,9 +22,9 @@ def registry_view(*methods: str) -> Callable[[View], View]:
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if request.method not in allowed:
-                response = errors.error_response(
+                response: HttpResponseBase = errors.error_response(
                     errors.UNSUPPORTED, f"method {request.method} is not allowed here"
                 )
                 response["Allow"] = allow_header
@@ -38,7 +38,7 @@ def registry_view(*methods: str) -> Callable[[View], View]:
                 except Exception as exc:  # every failure of /v2/ is answered in the OCI envelope
                     response = errors.failure_response(request, exc)
             response[API_VERSION[0]] = API_VERSION[1]
-            if request.method == "HEAD" and not response.streaming:
+            if request.method == "HEAD" and isinstance(response, HttpResponse):  # not streamed
                 length = response.get("Content-Length") or str(len(response.content))
                 response.content = b""
                 response["Content-Length"] = length

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponseBase
 
 from registry.http import RangeFile, Unsatisfiable, parse_range
 from registry.services import blobs
@@ -12,7 +12,7 @@ from registry.views.base import empty, registry_view
 BLOCK_SIZE = 1024 * 1024
 
 
-def _headers(response: HttpResponse, info: blobs.BlobInfo) -> None:
+def _headers(response: HttpResponseBase, info: blobs.BlobInfo) -> None:
     response["Docker-Content-Digest"] = info.digest
     response["ETag"] = f'"{info.digest}"'
     response["Accept-Ranges"] = "bytes"
@@ -21,7 +21,8 @@ def _headers(response: HttpResponse, info: blobs.BlobInfo) -> None:
 
 
 @registry_view("GET", "DELETE")
-def blob(request: HttpRequest, name: str, digest: str) -> HttpResponse:
+def blob(request: HttpRequest, name: str, digest: str) -> HttpResponseBase:
+    response: HttpResponseBase
     if request.method == "DELETE":
         blobs.delete(name, digest, settings.REGISTRY_DELETE_ENABLED)
         return empty(202)
