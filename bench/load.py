@@ -135,7 +135,7 @@ def hammer(endpoint: Endpoint, method: str, path: str, headers: dict[str, str],
     latencies: list[float] = []
     errors, seconds = 0, 0.0
     try:
-        for receiver, worker in zip(pipes, workers):
+        for receiver, worker in zip(pipes, workers, strict=True):
             lat, err, took = receiver.recv()
             worker.join()
             latencies += lat

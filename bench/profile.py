@@ -29,7 +29,7 @@ class Recorder:
             subprocess.Popen([binary, "record", "--gil", "--nonblocking", "-r", str(rate), "-f", "raw",
                               "-p", str(pid), "-o", str(path)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for pid, path in zip(pids, self.paths)
+            for pid, path in zip(pids, self.paths, strict=True)
         ]
 
     def stop(self) -> list[Path]:

@@ -71,7 +71,7 @@ def text_table(rows: list[Row]) -> str:
     widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER))]
     out = []
     for n, line in enumerate(lines):
-        cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))]
+        cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True))]
         out.append("  ".join(cells).rstrip())
         if n == 0:
             out.append("  ".join("-" * w for w in widths))

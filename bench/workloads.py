@@ -105,7 +105,7 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 def _push_mono(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
     source = BlobSource(f"mono-{i}", sizes.blob)
-    source.digest  # hashed before the clock starts
+    _ = source.digest  # hashed before the clock starts
     client = Client(side.endpoint)
     took = _timed(lambda: client.push_monolithic("bench/blobs", source))
     client.close()
@@ -114,7 +114,7 @@ def _push_mono(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
 
 def _push_chunked(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
     source = BlobSource(f"chunked-{i}", sizes.blob)
-    source.digest
+    _ = source.digest
     client = Client(side.endpoint)
     took = _timed(lambda: client.push_chunked("bench/blobs", source, sizes.chunk))
     client.close()
@@ -301,7 +301,7 @@ def _prepare_skopeo(side: Side, sizes: Sizes) -> None:
 
 def _memory(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
     source = BlobSource(f"memory-{i}", sizes.memory_blob)
-    source.digest
+    _ = source.digest
     baseline = statistics.median(pss_bytes(side.server.pids()) for _ in range(5))
     peak = [baseline]
     done = threading.Event()
@@ -441,7 +441,8 @@ def workloads(sizes: Sizes) -> list[Workload]:
                  [Figure("s3_push_mono", f"S3: blob push {sizes.s3_blob // MIB} MiB, monolithic", "MiB/s", True, 1.0)],
                  _on_s3(_push_mono), rounds=2),
         Workload("s3-push-chunked", "s3",
-                 [Figure("s3_push_chunked", f"S3: blob push {sizes.s3_blob // MIB} MiB, {sizes.chunk // MIB} MiB chunks",
+                 [Figure("s3_push_chunked",
+                         f"S3: blob push {sizes.s3_blob // MIB} MiB, {sizes.chunk // MIB} MiB chunks",
                          "MiB/s", True, 1.0)], _on_s3(_push_chunked), rounds=2),
         Workload("s3-pull", "s3",
                  [Figure("s3_pull", f"S3: blob pull {sizes.s3_blob // MIB} MiB, hashed (307 to the store)", "MiB/s",

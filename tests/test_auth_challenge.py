@@ -108,7 +108,8 @@ def test_it_names_the_role_that_is_missing(client, auth_on) -> None:
     response = client.delete(f"/v2/team/app/blobs/sha256:{'a' * 64}", HTTP_AUTHORIZATION=bearer(token))
     assert response.status_code == 403
     [error] = response.json()["errors"]
-    assert error == {"code": "DENIED", "message": f"token {services.token_digest(token)[:16]} has role write; delete needs admin"}
+    assert error == {"code": "DENIED",
+                     "message": f"token {services.token_digest(token)[:16]} has role write; delete needs admin"}
     assert "error" not in response.json()  # clients show the envelope's message; the seed's error is for 401
     assert response["Docker-Distribution-API-Version"] == "registry/2.0"
 

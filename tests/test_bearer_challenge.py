@@ -63,7 +63,8 @@ def test_a_name_that_would_break_the_header_gets_no_scope(client, bearer_on) -> 
 def test_a_host_header_that_is_no_host_still_gets_a_challenge(client, bearer_on) -> None:
     response = client.get("/v2/_catalog", HTTP_HOST='bad"host')
     assert response.status_code == 401
-    assert response["WWW-Authenticate"] == 'Bearer realm="/auth/token",service="svc-registry",scope="registry:catalog:*"'
+    assert response["WWW-Authenticate"] == ('Bearer realm="/auth/token",service="svc-registry",'
+                                            'scope="registry:catalog:*"')
 
 
 def test_the_realm_can_be_set(client, bearer_on, settings) -> None:

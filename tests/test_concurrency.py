@@ -102,7 +102,7 @@ def test_it_accepts_one_of_several_chunks_racing_for_the_same_offset(client) -> 
     statuses = _race(lambda i, c: patch(c, location, chunks[i], "0-49999").status_code)
     assert sorted(statuses) == [202] + [416] * (THREADS - 1)
     assert client.get(location)["Range"] == "0-49999"
-    winner = next(chunk for chunk, status in zip(chunks, statuses) if status == 202)
+    winner = next(chunk for chunk, status in zip(chunks, statuses, strict=True) if status == 202)
     done = put_upload(client, location, digest_of(winner))
     assert done.status_code == 201
     assert body_of(client.get(done["Location"])) == winner

@@ -121,7 +121,7 @@ def test_it_never_loses_a_blob_pushed_again_while_a_collection_removes_it() -> N
         push_blob("team/app", config)
         age_everything()
 
-        def push_again() -> str:
+        def push_again(layer: bytes = layer, config: bytes = config) -> str:
             push_blob("team/app", layer)
             push_blob("team/app", config)
             return _put("team/app", image_manifest(config, [layer]))()

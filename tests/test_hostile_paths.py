@@ -93,7 +93,8 @@ def requests_for_names() -> list[tuple[str, str]]:
         out += [("GET", f"/v2/{name}/tags/list"), ("POST", f"/v2/{name}/blobs/uploads/"),
                 ("POST", f"/v2/{name}/blobs/uploads/?digest={digest(b'x')}"), ("PUT", f"/v2/{name}/manifests/v1"),
                 ("GET", f"/v2/{name}/blobs/{ZERO}"), ("DELETE", f"/v2/{name}/manifests/{ZERO}"),
-                ("GET", f"/v2/{name}/referrers/{ZERO}"), ("POST", f"/v2/team/app/blobs/uploads/?mount={ZERO}&from={name}")]
+                ("GET", f"/v2/{name}/referrers/{ZERO}"),
+                ("POST", f"/v2/team/app/blobs/uploads/?mount={ZERO}&from={name}")]
     return out
 
 

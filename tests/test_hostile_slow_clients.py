@@ -117,7 +117,8 @@ def test_it_cuts_off_a_stalled_monolithic_upload_and_a_stalled_manifest(server) 
     stalled_blob = send_partial(server.host, "POST", f"/v2/team/app/blobs/uploads/?digest={digest(blob)}",
                                 {"Content-Length": str(len(blob)), "Content-Type": OCTET}, blob[:1000])
     stalled_manifest = send_partial(server.host, "PUT", "/v2/team/app/manifests/v1",
-                                    {"Content-Length": "500", "Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+                                    {"Content-Length": "500",
+                                     "Content-Type": "application/vnd.oci.image.manifest.v1+json"},
                                     b'{"schemaVersion": 2,')
     stalled_blob.settimeout(TIMEOUT + 5)
     status, body = read_reply(stalled_blob)

@@ -79,7 +79,7 @@ def test_a_line_logged_while_a_request_is_served_names_its_request_id(monkeypatc
 def test_python_warnings_are_log_lines_too(lines) -> None:
     logging.captureWarnings(True)
     try:
-        warnings.warn("something is deprecated", UserWarning)
+        warnings.warn("something is deprecated", UserWarning, stacklevel=1)
     finally:
         logging.captureWarnings(False)
     entry = lines.entries[-1]

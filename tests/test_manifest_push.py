@@ -194,7 +194,8 @@ def test_it_refuses_a_malformed_manifest_with_manifest_invalid(client, blobs, bo
 
 
 def test_it_refuses_an_index_without_a_manifests_list(client) -> None:
-    response = put_manifest(client, NAME, "bad", b'{"schemaVersion":2,"mediaType":"%s"}' % OCI_INDEX.encode(), OCI_INDEX)
+    body = b'{"schemaVersion":2,"mediaType":"%s"}' % OCI_INDEX.encode()
+    response = put_manifest(client, NAME, "bad", body, OCI_INDEX)
     assert response.status_code == 400
     assert error_code(response) == "MANIFEST_INVALID"
 

@@ -54,7 +54,8 @@ def test_it_passes_promtool_check_metrics(client: Client) -> None:
 def test_it_exposes_django_http_metrics(client: Client) -> None:
     client.get("/health")
     text = scrape(client)
-    assert 'django_http_responses_total_by_status_view_method_total{method="GET",status="200",view="ops:health"}' in text
+    assert ('django_http_responses_total_by_status_view_method_total'
+            '{method="GET",status="200",view="ops:health"}') in text
 
 
 def test_it_reports_blob_count_and_bytes_from_the_blob_table(client: Client) -> None:

@@ -10,7 +10,6 @@ from django.utils import timezone
 from registry import queries
 from registry.models import Upload
 from registry.services import uploads
-from registry.storage import default_driver, paths
 from tests.support.registry_client import (
     body_of,
     digest_of,

@@ -113,7 +113,7 @@ __all__ = [
     # tags
     "delete_tag", "point_tags", "tag_names", "tagged_manifests", "tags_of",
     # uploads
-    "Session", "acquire_session", "count_live_sessions", "delete_idle_session", "delete_session", "idle_sessions", "insert_session",
-    "known_sessions", "multipart_upload_ids", "read_session", "release_session", "renew_session",
+    "Session", "acquire_session", "count_live_sessions", "delete_idle_session", "delete_session", "idle_sessions",
+    "insert_session", "known_sessions", "multipart_upload_ids", "read_session", "release_session", "renew_session",
     "save_session", "session_storage_state", "take_over_session",
 ]

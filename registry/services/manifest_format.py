@@ -8,6 +8,7 @@ ParsedManifest.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
@@ -255,7 +256,7 @@ def _read(doc: dict[str, Any], media_type: str, strict: bool) -> ParsedManifest:
 
     def descriptors(value: Any, where: str) -> list[Descriptor]:
         entries: list[Any] = part(lambda: _list(value, where), [])
-        read = [part(lambda: _descriptor(entry, f"{where}[{i}]"), None) for i, entry in enumerate(entries)]
+        read = [part(functools.partial(_descriptor, entry, f"{where}[{i}]"), None) for i, entry in enumerate(entries)]
         return [d for d in read if d is not None]
 
     artifact_type = part(lambda: _type_name(doc.get("artifactType", ""), "artifactType", required=False), "")

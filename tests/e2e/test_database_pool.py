@@ -7,7 +7,6 @@ import os
 import socket
 import threading
 import time
-from typing import Iterator
 
 import pytest
 

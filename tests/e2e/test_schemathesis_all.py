@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import require_tool
-from tests.faults.wire import Registry, digest
+from tests.faults.wire import Registry
 from tests.support.auth import basic
 from tests.support.server import VENV_BIN, RegistryServer
 

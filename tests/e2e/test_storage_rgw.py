@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import urllib.request
-from typing import Iterator
 
 import pytest
 

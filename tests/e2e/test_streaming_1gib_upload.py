@@ -44,7 +44,7 @@ def report() -> Iterator[list[str]]:
 def warm_up(client: Client) -> None:
     """Exercise every upload path on every worker first, so lazy imports and caches are in the
     baseline and not counted as growth."""
-    for i in range(6):
+    for _ in range(6):
         stream = GeneratedStream(4 * MiB)
         client.request("POST", f"/v2/warm/up/blobs/uploads/?digest={stream.digest_ahead()}",
                        body=stream, headers={**OCTET, "Content-Length": str(stream.total)})

@@ -80,7 +80,8 @@ def test_it_stores_nothing_of_a_manifest_put_killed_halfway(start_registry) -> N
     client.push_blob("team/app", config)
     manifest = image_manifest(config, [layer])
     sock = send_partial(server.host, "PUT", "/v2/team/app/manifests/v1",
-                        {"Content-Length": str(len(manifest)), "Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+                        {"Content-Length": str(len(manifest)),
+                         "Content-Type": "application/vnd.oci.image.manifest.v1+json"},
                         manifest[: len(manifest) // 2])
     time.sleep(0.5)  # the worker is now blocked reading the rest of the body
 

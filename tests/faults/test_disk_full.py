@@ -1,5 +1,6 @@
-"""A full storage device (a 20 MiB tmpfs as the storage root, no free-space floor): a push that does not fit fails in the
-OCI envelope and leaves nothing behind, earlier images still pull, and pushes work once space is free."""
+"""A full storage device (a 20 MiB tmpfs as the storage root, no free-space floor): a push that does not fit
+fails in the OCI envelope and leaves nothing behind, earlier images still pull, and pushes work once space
+is free."""
 from __future__ import annotations
 
 import errno

@@ -34,5 +34,6 @@ class Command(BaseCommand):
         ]
         widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
         for row in rows:
-            cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+            # The last column (the description) is not padded: zip stops at the widths.
+            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
             self.stdout.write("  ".join(cells + [row[-1]]).rstrip())
