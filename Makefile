@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-postgres test-deps setup migrate static clean bench soak
+.PHONY: run test test-postgres test-deps setup migrate static clean bench soak lint
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,8 +26,14 @@ run: migrate static
 test-deps:
 	scripts/install-test-deps.sh
 
+# Lint and type checks (configured in pyproject.toml): ruff over everything, mypy with django-stubs
+# over the product code. `make test` runs them first, so a type error fails in seconds.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
 # The whole suite on SQLite (the default), then the unit tests again on PostgreSQL.
-test: $(STAMP) test-deps static
+test: $(STAMP) lint test-deps static
 	$(BIN)/pytest
 	scripts/with-postgres.sh $(BIN)/pytest -q -p no:cacheprovider tests/test_*.py
 
@@ -45,4 +51,4 @@ soak: $(STAMP) test-deps static
 	SOAK_SECONDS=60 $(BIN)/pytest -q -s tests/e2e/test_soak.py
 
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache
+	rm -rf $(VENV) staticfiles .pytest_cache .mypy_cache .ruff_cache
