@@ -4,7 +4,7 @@ An upload session is a series of requests that may land on any worker of any rep
 digest must be checked when the last one arrives without reading the uploaded bytes back (on S3 that
 would mean downloading them all again). Python's ``hashlib`` cannot export its state. The packages
 that can were evaluated: ``rehash`` refuses OpenSSL 3 ("OpenSSL 3 is not yet supported"),
-``resumablesha256`` has no SHA-512 and hashes at 244 MiB/s (against 1580 MiB/s for hashlib here),
+``resumablesha256`` has no SHA-512 and hashes several times slower than hashlib (figures in 0b53493),
 ``cykooz.rehash`` is SHA-1 only. So this module calls OpenSSL's ``SHA256_*`` / ``SHA512_*`` functions
 (the library hashlib itself uses, at the same speed, with the GIL released during each call) and
 saves the context structure, whose layout is part of OpenSSL's public ``sha.h``.

@@ -356,8 +356,8 @@ def database_settings(database: Mapping[str, Any]) -> dict[str, Any]:
                 "transaction_mode": "IMMEDIATE",
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
-            # Opening a connection (and its PRAGMAs) per request was a third of a manifest GET's
-            # CPU: each gunicorn thread keeps its own connection instead.
+            # Opening a connection and running its PRAGMAs is a large part of a small request's CPU
+            # (18274cd has the profile): each gunicorn thread keeps its own connection instead.
             "CONN_MAX_AGE": 60,
         }
     if parts.scheme in {"postgres", "postgresql"}:
