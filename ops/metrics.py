@@ -23,6 +23,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from ops.processes import ProcessesCollector
 from registry.models import Blob
 from regsite.version import version
+from tokens.access import Role
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,6 @@ CLIENT_TIMEOUTS = Counter(
     "body), an upload stalled or below the minimum rate (body), a response not read (response).",
     ["phase"],
 )
-
-ROLES = ("read", "write", "admin")
-
 
 def outcome(status: int) -> str:
     """A bounded outcome label for an HTTP status."""
@@ -114,7 +112,7 @@ class StateCollector:
 def active_tokens_by_role() -> dict[str, int]:
     from tokens.services import list_tokens
 
-    counts = dict.fromkeys(ROLES, 0)
+    counts = dict.fromkeys((role.value for role in Role), 0)
     for record in list_tokens():
         if not record.expired and record.role in counts:
             counts[record.role] += 1

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO, Callable
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from ops import observe
+from tokens.principal import AuthenticatedHttpRequest, Principal
 
 log = logging.getLogger("ops.requests")
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -85,25 +86,22 @@ def bytes_out(request: HttpRequest, response: HttpResponseBase) -> int:
 
 
 def principal_label(request: HttpRequest) -> str | None:
-    principal = getattr(request, "principal", None)
-    if principal is None or not getattr(principal, "is_authenticated", False):
-        return None
-    if principal.kind == "token":
-        return principal.hash_prefix
-    return principal.name
+    # A request answered before authentication ran (a static file) has no principal.
+    principal: Principal | None = getattr(request, "principal", None)
+    return principal.label if principal is not None else None
 
 
 class RequestLogMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: AuthenticatedHttpRequest) -> HttpResponse:
         started_wall = time.time()
         started = time.perf_counter()
-        request.request_id = request_id(request.META.get("HTTP_X_REQUEST_ID"))  # type: ignore[attr-defined]
+        request.request_id = request_id(request.META.get("HTTP_X_REQUEST_ID"))
         reader = _count_chunked_body(request)
         response = self.get_response(request)
-        response[REQUEST_ID_HEADER] = request.request_id  # type: ignore[attr-defined]
+        response[REQUEST_ID_HEADER] = request.request_id
         received = bytes_in(request, reader)
         sent = bytes_out(request, response)
         observe.record(request, response.status_code, received, sent)
@@ -116,13 +114,13 @@ class RequestLogMiddleware:
         return response
 
 
-def _fields(request: HttpRequest, response: HttpResponseBase, received: int, sent: int,
+def _fields(request: AuthenticatedHttpRequest, response: HttpResponseBase, received: int, sent: int,
             started_wall: float, started: float) -> dict[str, Any]:
     match = getattr(request, "resolver_match", None)
     return {
         "time": datetime.fromtimestamp(started_wall, timezone.utc).isoformat(timespec="milliseconds"),
         "level": "error" if response.status_code >= 500 else "info",
-        "request_id": request.request_id,  # type: ignore[attr-defined]
+        "request_id": request.request_id,
         "method": request.method,
         "path": request.path,
         "route": match.view_name if match is not None else None,

@@ -5,11 +5,11 @@ import pytest
 from django.http import HttpResponse
 from django.test import RequestFactory
 
-from registry.access import Action
 from tests.support.auth import auth_on, auth_paths, basic, bearer  # noqa: F401  (fixtures)
 from tokens import services
 from tokens.middleware import AuthenticationMiddleware
-from tokens.principal import Principal, role_allows
+from tokens.access import Action, Role, role_allows
+from tokens.principal import Mechanism, Principal
 
 pytestmark = pytest.mark.django_db
 
@@ -88,7 +88,7 @@ def _through_middleware(path: str, **headers: str) -> HttpResponse:
         RequestFactory().get(path, **headers))
 
 
-@pytest.mark.parametrize("path", ["/health", "/ready", "/metrics", "/ui", "/ui/", "/ui/repositories/team/app",
+@pytest.mark.parametrize("path", ["/health", "/ready", "/metrics", "/ui/", "/ui/repositories/team/app",
                                   "/api-docs/", "/api-docs/openapi.json", "/static/app.css",
                                   "/api/tokens", "/api/tokens/list", "/api/tokens/revoke"])
 def test_it_never_asks_for_credentials_on_public_paths(auth_on, path: str) -> None:
@@ -98,7 +98,7 @@ def test_it_never_asks_for_credentials_on_public_paths(auth_on, path: str) -> No
         assert "WWW-Authenticate" not in response
 
 
-@pytest.mark.parametrize("path", ["/", "/v2/_catalog", "/uix", "/api/tokens/other", "/healthz", "/v3/"])
+@pytest.mark.parametrize("path", ["/", "/v2/_catalog", "/uix", "/ui", "/api/tokens/other", "/healthz", "/v3/"])
 def test_it_protects_every_other_path(auth_on, path: str) -> None:
     assert _through_middleware(path).status_code == 401
 
@@ -124,15 +124,16 @@ def _principal_for(**headers: str) -> Principal:
 
 
 def test_it_makes_everyone_an_anonymous_admin_when_auth_is_off(auth_paths) -> None:
-    assert _principal_for() == Principal("anonymous", "anonymous", "admin", None)
+    assert _principal_for() == Principal("anonymous", Mechanism.ANONYMOUS, Role.ADMIN, None)
 
 
 def test_it_names_the_user_and_the_token(auth_on) -> None:
     assert _principal_for(HTTP_AUTHORIZATION=basic("alice", "wonderland")) == Principal(
-        "alice", "user", "admin", None)
+        "alice", Mechanism.BASIC_USER, Role.ADMIN, None)
     created = services.create_token("bob", "write")
     assert _principal_for(HTTP_AUTHORIZATION=basic("token", created.token)) == Principal(
-        "bob", "token", "write", created.hash_prefix)
+        "bob", Mechanism.BASIC_TOKEN, Role.WRITE, created.hash_prefix)
+    assert _principal_for(HTTP_AUTHORIZATION=bearer(created.token)).mechanism is Mechanism.BEARER_TOKEN
 
 
 @pytest.mark.parametrize(("role", "allowed"), [

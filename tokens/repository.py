@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from registry.digests import HEX
 from regsite.files import fsync_directory, replace_file
-from tokens.principal import ROLE_RANK
+from tokens.access import Role
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ MAX_FILE_BYTES = 64 * 1024
 class StoredToken:
     digest: str
     owner: str
-    role: str
+    role: Role
     description: str
     created_at: datetime
     expires_at: datetime
@@ -43,7 +43,7 @@ class StoredToken:
     def to_json(self) -> str:
         return json.dumps({
             "owner": self.owner,
-            "role": self.role,
+            "role": str(self.role),
             "description": self.description,
             "created_at": self.created_at.isoformat(),
             "expires_at": self.expires_at.isoformat(),
@@ -92,10 +92,10 @@ def parse_record(digest: str, raw: bytes) -> StoredToken:
         raise CorruptRecord("not a JSON object")
     if data.get("hash") != digest:
         raise CorruptRecord("its hash field does not match its file name")
-    owner, role, description = data.get("owner"), data.get("role"), data.get("description", "")
+    owner, role, description = data.get("owner"), Role.parse(data.get("role")), data.get("description", "")
     if not isinstance(owner, str) or not owner:
         raise CorruptRecord("owner is missing")
-    if role not in ROLE_RANK:
+    if role is None:
         raise CorruptRecord("role is not read, write or admin")
     if not isinstance(description, str):
         raise CorruptRecord("description is not a string")

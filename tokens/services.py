@@ -16,11 +16,11 @@ from typing import Any
 
 from django.conf import settings
 
+from tokens.access import ROLE_NAMES, Role
 from tokens.htpasswd import validate_username
 from tokens.db_repository import DatabaseTokenRepository
 from tokens.repository import StoredToken, TokenRepository, TokenStore
 
-ROLES = ("read", "write", "admin")
 TOKEN_PREFIX = "svc_"
 TOKEN_SHAPE = re.compile(r"^svc_[A-Za-z0-9_-]{43}$")
 HASH_PREFIX = re.compile(r"^[0-9a-fA-F]{16}$")
@@ -61,7 +61,7 @@ def _iso(moment: datetime) -> str:
 class CreatedToken:
     token: str
     hash_prefix: str
-    role: str
+    role: Role
     description: str
     created_at: datetime
     expires_at: datetime
@@ -71,7 +71,7 @@ class CreatedToken:
         return {
             "token": self.token,
             "hash_prefix": self.hash_prefix,
-            "role": self.role,
+            "role": str(self.role),
             "description": self.description,
             "created_at": _iso(self.created_at),
             "expires_at": _iso(self.expires_at),
@@ -83,7 +83,7 @@ class CreatedToken:
 class TokenRecord:
     hash_prefix: str
     owner: str
-    role: str
+    role: Role
     description: str
     created_at: datetime
     expires_at: datetime
@@ -101,7 +101,7 @@ class TokenRecord:
         return {
             "hash_prefix": self.hash_prefix,
             "owner": self.owner,
-            "role": self.role,
+            "role": str(self.role),
             "description": self.description,
             "created_at": _iso(self.created_at),
             "expires_at": _iso(self.expires_at),
@@ -151,10 +151,11 @@ def validate_owner(owner: Any) -> str:
     return owner
 
 
-def validate_role(role: Any) -> str:
-    if not isinstance(role, str) or role not in ROLES:
-        raise InvalidTokenRequest("role", f"role must be one of {', '.join(ROLES)}")
-    return role
+def validate_role(role: Any) -> Role:
+    parsed = Role.parse(role)
+    if parsed is None:
+        raise InvalidTokenRequest("role", f"role must be one of {', '.join(ROLE_NAMES)}")
+    return parsed
 
 
 def validate_ttl_days(ttl_days: Any) -> int:
@@ -174,7 +175,7 @@ def validate_description(description: Any) -> str:
     return description
 
 
-def create_token(owner: str, role: str = "read", ttl_days: int = DEFAULT_TTL_DAYS,
+def create_token(owner: str, role: Role | str = Role.READ, ttl_days: int = DEFAULT_TTL_DAYS,
                  description: str = "") -> CreatedToken:
     owner = validate_owner(owner)
     role = validate_role(role)

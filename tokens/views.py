@@ -9,11 +9,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from tokens import services
+from tokens.access import public
+from tokens.login import password_login
+from tokens.principal import AuthenticatedHttpRequest
 from tokens.services import InvalidTokenRequest, TokenNotFound
-from tokens.throttle import Throttled, verify_password
+from tokens.throttle import Throttled
 
 MAX_BODY_BYTES = 64 * 1024
-TokenView = Callable[[HttpRequest, dict[str, Any], str], HttpResponse]
+TokenView = Callable[[AuthenticatedHttpRequest, dict[str, Any], str], HttpResponse]
 
 
 class BodyTooLarge(Exception):
@@ -65,19 +68,21 @@ def string_field(body: dict[str, Any], field: str) -> str:
     return body[field]
 
 
-def token_api(view: TokenView) -> Callable[[HttpRequest], HttpResponse]:
-    """POST only; parses the body, verifies its username and password, maps service errors."""
+def token_api(view: TokenView) -> Callable[[AuthenticatedHttpRequest], HttpResponse]:
+    """Public (the credentials travel in the body); POST only; parses the body, verifies its
+    username and password, maps service errors."""
 
+    @public
     @csrf_exempt
     @functools.wraps(view)
-    def wrapper(request: HttpRequest) -> HttpResponse:
+    def wrapper(request: AuthenticatedHttpRequest) -> HttpResponse:
         if request.method != "POST":
             return error(405, f"method {request.method} is not allowed; use POST", Allow="POST")
         try:
             body = _read_json(request)
             username = string_field(body, "username")
             password = string_field(body, "password")
-            if not verify_password(username, password, request.META.get("REMOTE_ADDR") or "unknown"):
+            if not password_login(request, username, password):
                 return error(401, "invalid username or password")
             return view(request, body, username)
         except BodyTooLarge:
@@ -93,7 +98,7 @@ def token_api(view: TokenView) -> Callable[[HttpRequest], HttpResponse]:
 
 
 @token_api
-def create_token(request: HttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
+def create_token(request: AuthenticatedHttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
     created = services.create_token(
         username,
         role=body.get("role", "read"),
@@ -104,12 +109,12 @@ def create_token(request: HttpRequest, body: dict[str, Any], username: str) -> H
 
 
 @token_api
-def list_tokens(request: HttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
+def list_tokens(request: AuthenticatedHttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
     return JsonResponse({"tokens": [record.as_dict() for record in services.list_tokens(username)]})
 
 
 @token_api
-def revoke_token(request: HttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
+def revoke_token(request: AuthenticatedHttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
     hash_prefix = string_field(body, "hash_prefix")
     services.revoke_token(username, hash_prefix)
     return JsonResponse({"revoked": hash_prefix.lower()})

@@ -29,6 +29,8 @@ from django.views.decorators.csrf import csrf_protect
 from registry.services import exceptions as exc
 from regsite.version import version
 from tokens import htpasswd
+from tokens.access import public
+from tokens.principal import AuthenticatedHttpRequest
 
 log = logging.getLogger(__name__)
 View = Callable[..., HttpResponse]
@@ -70,6 +72,10 @@ class Viewer:
     def can_delete(self) -> bool:
         # htpasswd users are full admins; with auth off the registry itself lets anyone delete.
         return self.can_browse and self.delete_enabled
+
+
+class UiRequest(AuthenticatedHttpRequest):
+    viewer: Viewer  # set by ui_view
 
 
 def _credential(username: str) -> str | None:
@@ -178,8 +184,8 @@ def ui_view(*methods: str, browse: bool = True, account: bool = False) -> Callab
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            request.viewer = viewer = viewer_for(request)  # type: ignore[attr-defined]
+        def wrapper(request: UiRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            request.viewer = viewer = viewer_for(request)
             if request.method not in allowed:
                 response = error_page(request, 405, "Method not allowed",
                                       f"This page does not accept {request.method} requests.")
@@ -199,7 +205,8 @@ def ui_view(*methods: str, browse: bool = True, account: bool = False) -> Callab
                                   "The page could not be built. The error has been logged; "
                                   "try again, and if it persists, tell the registry operators.")
 
-        return with_session(csrf_protect(wrapper))
+        # Public to the authentication middleware: the UI enforces its own sign-in (above).
+        return public(with_session(csrf_protect(wrapper)))
 
     return decorate
 
