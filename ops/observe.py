@@ -89,8 +89,7 @@ ROUTES: dict[tuple[str, str], Recorder] = {
 
 
 def route_name(request: HttpRequest) -> str | None:
-    # Set by Django's URL resolution, or by the authentication middleware for the requests it
-    # refuses before the view.
+    # Set by Django's URL resolution (before the authentication middleware refuses a request).
     match = getattr(request, "resolver_match", None)
     return match.url_name if match is not None else None
 

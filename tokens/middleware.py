@@ -14,7 +14,6 @@ from typing import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.urls import Resolver404, ResolverMatch, resolve
 
 from registry import errors
 from tokens import services
@@ -124,54 +123,54 @@ def _is_docker_engine(request: HttpRequest) -> bool:
     return request.headers.get("User-Agent", "").startswith("docker/")
 
 
-def _route(path: str) -> ResolverMatch | None:
-    try:
-        return resolve(path)
-    except Resolver404:
-        return None
-
-
 class AuthenticationMiddleware:
+    """Authentication runs once the path is resolved (process_view), so it reads the view's mark
+    without resolving the path a second time; a path that no view serves is checked after Django
+    has answered it, so that only a caller who may see the registry learns it is a 404."""
+
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: AuthenticatedHttpRequest) -> HttpResponse:
         request.auth_attempt = None
+        request.principal = ANONYMOUS if settings.AUTH_ENABLED else OPEN
+        response = self.get_response(request)
         if not settings.AUTH_ENABLED:
-            request.principal = OPEN
-            return self.get_response(request)
-        request.principal = ANONYMOUS
-        # Kept on the request: metrics name the route of a request refused here too.
-        request.resolver_match = route = _route(request.path_info)
-        access = access_of(route.func if route is not None else None)
-        # Whatever reaches Django under /static/ is an asset whitenoise does not have: a 404.
-        if access is Access.PUBLIC or request.path_info.startswith(settings.STATIC_URL):
-            return self.get_response(request)
+            return response
+        match = request.resolver_match
+        if match is None:
+            # Whatever reaches Django under /static/ is an asset whitenoise does not have: a 404.
+            if request.path_info.startswith(settings.STATIC_URL):
+                return response
+            return self._check(request, Access.REQUIRED, None) or response
+        if access_of(match.func) is Access.OPTIONAL and not request.principal.is_authenticated:
+            # The version check stays open, but it advertises the challenge: clients send
+            # credentials on later requests only when the ping asked for them.
+            response["WWW-Authenticate"] = CHALLENGE
+        return response
+
+    def process_view(self, request: AuthenticatedHttpRequest, view_func: Callable[..., HttpResponse],
+                     view_args: tuple[object, ...], view_kwargs: dict[str, object]) -> HttpResponse | None:
+        if not settings.AUTH_ENABLED:
+            return None
+        return self._check(request, access_of(view_func), request.resolver_match.url_name)
+
+    def _check(self, request: AuthenticatedHttpRequest, access: Access, route: str | None) -> HttpResponse | None:
+        """None when the request may go on to its view; otherwise the refusal."""
+        if access is Access.PUBLIC:
+            return None
         try:
-            request.principal = authenticate(request)
+            request.principal = principal = authenticate(request)
         except BadCredentials as exc:
             request.auth_attempt = AuthAttempt(exc.mechanism, Outcome.FAILURE)
             return unauthorized(request, str(exc))
         except Throttled as exc:
             return throttled(request, exc.retry_after)
-        if request.principal.is_authenticated and request.auth_attempt is None:
-            request.auth_attempt = AuthAttempt(request.principal.mechanism, Outcome.SUCCESS)
+        if principal.is_authenticated and request.auth_attempt is None:
+            request.auth_attempt = AuthAttempt(principal.mechanism, Outcome.SUCCESS)
         if access is Access.OPTIONAL:
-            return self._version_check(request)
-        if not request.principal.is_authenticated:
+            return unauthorized(request) if not principal.is_authenticated and _is_docker_engine(request) else None
+        if not principal.is_authenticated:
             return unauthorized(request)
-        action = action_for(route.url_name if route is not None else None, request.method)
-        if not request.principal.may(action):
-            return forbidden(request, request.principal, action)
-        return self.get_response(request)
-
-    def _version_check(self, request: AuthenticatedHttpRequest) -> HttpResponse:
-        if request.principal.is_authenticated:
-            return self.get_response(request)
-        if _is_docker_engine(request):
-            return unauthorized(request)
-        # The version check stays open, but it advertises the challenge: clients send
-        # credentials on later requests only when the ping asked for them.
-        response = self.get_response(request)
-        response["WWW-Authenticate"] = CHALLENGE
-        return response
+        action = action_for(route, request.method)
+        return None if principal.may(action) else forbidden(request, principal, action)
