@@ -18,6 +18,7 @@ from typing import Any, BinaryIO, Callable
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from ops import observe
+from regsite.forwarded import client_address
 from tokens.principal import AuthenticatedHttpRequest, Principal
 
 log = logging.getLogger("ops.requests")
@@ -130,6 +131,7 @@ def _fields(request: AuthenticatedHttpRequest, response: HttpResponseBase, recei
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
         "remote_addr": request.META.get("REMOTE_ADDR"),
         "forwarded_for": request.META.get("HTTP_X_FORWARDED_FOR"),
+        "client": client_address(request),
         "user_agent": request.META.get("HTTP_USER_AGENT", "")[:MAX_USER_AGENT] or None,
         "principal": principal_label(request),
     }
