@@ -53,6 +53,11 @@ AUTH_ATTEMPTS = Counter(
     "Requests that presented credentials, by mechanism (basic, token, bearer, password) and outcome.",
     ["mechanism", "outcome"],
 )
+AUTH_DISTRIBUTED_FAILURES = Counter(
+    "registry_auth_distributed_failures",
+    "Failed password logins against a user whose logins failed from at least 5 client addresses within "
+    "10 minutes: password guessing spread over addresses, which per-address throttling does not slow.",
+)
 
 CLIENT_TIMEOUTS = Counter(
     "registry_client_timeouts",

@@ -109,3 +109,5 @@ def _record_auth(request: HttpRequest) -> None:
     attempt: AuthAttempt | None = getattr(request, "auth_attempt", None)
     if attempt is not None:
         metrics.AUTH_ATTEMPTS.labels(attempt.mechanism.value, attempt.outcome.value).inc()
+        if attempt.distributed:
+            metrics.AUTH_DISTRIBUTED_FAILURES.inc()

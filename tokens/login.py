@@ -11,9 +11,10 @@ def password_login(request: AuthenticatedHttpRequest, username: str, password: s
                    mechanism: Mechanism = Mechanism.PASSWORD) -> bool:
     """Whether the htpasswd user's password is right; raises Throttled while the client must wait."""
     try:
-        ok = throttle.verify_password(username, password, client_address(request))
+        login = throttle.verify_password(username, password, client_address(request))
     except Throttled:
         request.auth_attempt = AuthAttempt(mechanism, Outcome.THROTTLED)
         raise
-    request.auth_attempt = AuthAttempt(mechanism, Outcome.SUCCESS if ok else Outcome.FAILURE)
-    return ok
+    request.auth_attempt = AuthAttempt(mechanism, Outcome.SUCCESS if login.ok else Outcome.FAILURE,
+                                       distributed=login.distributed)
+    return login.ok

@@ -72,6 +72,7 @@ class AuthAttempt:
 
     mechanism: Mechanism
     outcome: Outcome
+    distributed: bool = False  # a failure against a user failing from many addresses (tokens.throttle)
 
 
 class AuthenticatedHttpRequest(HttpRequest):

@@ -17,7 +17,8 @@ def _token_op(summary: str, operation_id: str, request_schema: str, ok_status: s
                         {"error": "invalid username or password"}),
         "405": ref("responses", "JsonMethodNotAllowed"),
         "413": response("The body is over 64 KiB.", ref("schemas", "JsonError")),
-        "429": response("Ten failed logins within a minute for this user from this address.",
+        "429": response("This client address failed too many logins ([auth] login_failures) and must wait "
+                        "`Retry-After` seconds (see the README's Security section).",
                         ref("schemas", "JsonError"), headers={"Retry-After": ref("headers", "RetryAfter")}),
     }
     if not_found:
