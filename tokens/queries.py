@@ -162,8 +162,3 @@ def delete_tokens_expired_before(moment: datetime) -> int:
 
 def token_owners() -> set[str]:
     return set(Token.objects.values_list("owner", flat=True).distinct())
-
-
-def delete_tokens_of(owners: Iterable[str]) -> int:
-    deleted, _ = Token.objects.filter(owner__in=list(owners)).delete()
-    return deleted

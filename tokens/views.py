@@ -8,11 +8,12 @@ from typing import Any, Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from registry.http import BadHeader, has_body, request_body
 from tokens import services
 from tokens.access import public
 from tokens.login import password_login
 from tokens.principal import AuthenticatedHttpRequest
-from tokens.services import InvalidTokenRequest, TokenNotFound
+from tokens.services import InvalidTokenRequest, TokenNotFound, TooManyTokens
 from tokens.throttle import Throttled
 
 MAX_BODY_BYTES = 64 * 1024
@@ -33,16 +34,35 @@ def error(status: int, message: str, field: str | None = None, **headers: str) -
     return response
 
 
+class NotJson(Exception):
+    pass
+
+
+def _read_at_most(stream: Any, limit: int) -> bytes:
+    data = bytearray()
+    while len(data) < limit:
+        piece = stream.read(limit - len(data))
+        if not piece:
+            break
+        data += piece
+    return bytes(data)
+
+
 def _read_json(request: HttpRequest) -> dict[str, Any]:
     try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
+        # A chunked body (no Content-Length) is read from the server's de-chunked input.
+        body = request_body(request)
+    except BadHeader:
         raise InvalidTokenRequest("body", "body: invalid Content-Length") from None
-    if declared > MAX_BODY_BYTES:
+    # Only JSON: a web page can make a browser POST text/plain or a form anywhere without asking
+    # (no CORS preflight), but not application/json. (No body at all is the 400 below.)
+    if has_body(body) and request.content_type != "application/json":
+        raise NotJson()
+    if body.length is not None and body.length > MAX_BODY_BYTES:
         raise BodyTooLarge()
     try:
-        raw = request.read(MAX_BODY_BYTES + 1)
-    except OSError:  # the client went away or stalled past [server] client_timeout
+        raw = _read_at_most(body.stream, MAX_BODY_BYTES + 1)
+    except OSError:  # the client went away, stalled past [server] client_timeout, or broke a chunk
         raise InvalidTokenRequest("body", "body: the client stopped sending it") from None
     if len(raw) > MAX_BODY_BYTES:
         raise BodyTooLarge()
@@ -85,8 +105,13 @@ def token_api(view: TokenView) -> Callable[[AuthenticatedHttpRequest], HttpRespo
             if not password_login(request, username, password):
                 return error(401, "invalid username or password")
             return view(request, body, username)
+        except NotJson:
+            return error(415, "the request body must be JSON, sent with Content-Type: application/json",
+                         "body")
         except BodyTooLarge:
             return error(413, f"body: the request body must be at most {MAX_BODY_BYTES} bytes", "body")
+        except TooManyTokens as exc:
+            return error(400, exc.message)
         except InvalidTokenRequest as exc:
             return error(400, exc.message, exc.field)
         except TokenNotFound as exc:

@@ -13,7 +13,7 @@ from ops.ui.forms import RevokeForm, SignInForm, TokenForm
 from tokens import services
 from tokens.access import Role
 from tokens.login import password_login
-from tokens.services import InvalidTokenRequest, TokenNotFound
+from tokens.services import InvalidTokenRequest, TokenNotFound, TooManyTokens
 from tokens.throttle import Throttled
 
 HASH_PREFIX = re.compile(r"[0-9a-f]{16}")
@@ -71,6 +71,8 @@ def tokens(request: UiRequest) -> HttpResponse:
                 form = TokenForm()
             except InvalidTokenRequest as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            except TooManyTokens as exc:
+                form.add_error(None, exc.message)
         if form.errors:
             status = 400
     return page(request, "tokens.html", {
