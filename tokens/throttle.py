@@ -26,6 +26,7 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from django.conf import settings
 from django.utils import timezone
@@ -53,6 +54,7 @@ class Login:
     distributed: bool = False  # a failure against a user failing from many addresses
 
 
+@lru_cache(maxsize=4096)
 def throttle_key(address: str) -> str:
     """What failures are counted by: the address, or an IPv6 address's /64."""
     try:
