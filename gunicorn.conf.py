@@ -62,7 +62,12 @@ logger_class = _Logger
 limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 16384
-forwarded_allow_ips = "127.0.0.1,::1"
+# gunicorn believes no forwarding header from anyone: with its defaults, a SCRIPT_NAME header from
+# loopback rewrote the path Django routes on, and X-Forwarded-Proto made any local caller "https".
+# regsite/forwarded.py reads X-Forwarded-For and X-Forwarded-Proto from [server] trusted_proxies.
+forwarded_allow_ips = ""
+forwarder_headers = ""
+secure_scheme_headers: dict[str, str] = {}
 # gunicorn 27's control socket (for gunicornc) is one path per user and host: two instances on one
 # host removed each other's, and in the container its directory is not writable. Nothing here uses it.
 control_socket_disable = True

@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from ops.processes import ProcessesCollector
 from registry import queries
 from regsite.version import version
+from tokens.access import Role
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,14 @@ UPLOAD_SESSIONS = Counter(
 )
 AUTH_ATTEMPTS = Counter(
     "registry_auth_attempts",
-    "Requests that presented credentials, by mechanism (basic, token, bearer, password) and outcome.",
+    "Requests that presented credentials, by mechanism (basic, token, bearer, signed, password, other) "
+    "and outcome.",
     ["mechanism", "outcome"],
+)
+AUTH_DISTRIBUTED_FAILURES = Counter(
+    "registry_auth_distributed_failures",
+    "Failed password logins against a user whose logins failed from at least 5 client addresses within "
+    "10 minutes: password guessing spread over addresses, which per-address throttling does not slow.",
 )
 
 CLIENT_TIMEOUTS = Counter(
@@ -58,9 +65,6 @@ CLIENT_TIMEOUTS = Counter(
     "body), an upload stalled or below the minimum rate (body), a response not read (response).",
     ["phase"],
 )
-
-ROLES = ("read", "write", "admin")
-
 
 def outcome(status: int) -> str:
     """A bounded outcome label for an HTTP status."""
@@ -99,7 +103,7 @@ class StateCollector:
             yield stored
         try:
             by_role = active_tokens_by_role()
-        except OSError as exc:
+        except (OSError, DatabaseError) as exc:
             log.warning("metrics: token counts unavailable: %s", exc)
             return
         tokens = GaugeMetricFamily(
@@ -111,13 +115,12 @@ class StateCollector:
 
 
 def active_tokens_by_role() -> dict[str, int]:
-    from tokens.services import list_tokens
+    # Indexed counts (tokens.file_index, or one query): reading every token file made each scrape
+    # take 0.35 s with 5,000 tokens.
+    from tokens.services import live_tokens_by_role
 
-    counts = dict.fromkeys(ROLES, 0)
-    for record in list_tokens():
-        if not record.expired and record.role in counts:
-            counts[record.role] += 1
-    return counts
+    counts = live_tokens_by_role()
+    return {role.value: counts.get(role, 0) for role in Role}
 
 
 class _Sources:

@@ -18,6 +18,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from ops import observe
 from regsite import logs
+from regsite.forwarded import client_address
+from tokens.principal import AuthenticatedHttpRequest, Principal
 
 log = logging.getLogger("ops.requests")
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -85,29 +87,26 @@ def bytes_out(request: HttpRequest, response: HttpResponseBase) -> int:
 
 
 def principal_label(request: HttpRequest) -> str | None:
-    principal = getattr(request, "principal", None)
-    if principal is None or not getattr(principal, "is_authenticated", False):
-        return None
-    if principal.kind == "token":
-        return principal.hash_prefix
-    return principal.name
+    # A request answered before authentication ran (a static file) has no principal.
+    principal: Principal | None = getattr(request, "principal", None)
+    return principal.label if principal is not None else None
 
 
 class RequestLogMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: AuthenticatedHttpRequest) -> HttpResponse:
         started_wall = time.time()
         started = time.perf_counter()
-        request.request_id = request_id(request.META.get("HTTP_X_REQUEST_ID"))  # type: ignore[attr-defined]
+        request.request_id = request_id(request.META.get("HTTP_X_REQUEST_ID"))
         reader = _count_chunked_body(request)
-        serving = logs.current_request_id.set(request.request_id)  # type: ignore[attr-defined]
+        serving = logs.current_request_id.set(request.request_id)
         try:
             response = self.get_response(request)
         finally:
             logs.current_request_id.reset(serving)
-        response[REQUEST_ID_HEADER] = request.request_id  # type: ignore[attr-defined]
+        response[REQUEST_ID_HEADER] = request.request_id
         received = bytes_in(request, reader)
         sent = bytes_out(request, response)
         observe.record(request, response.status_code, received, sent)
@@ -119,13 +118,13 @@ class RequestLogMiddleware:
         return response
 
 
-def _fields(request: HttpRequest, response: HttpResponseBase, received: int, sent: int,
+def _fields(request: AuthenticatedHttpRequest, response: HttpResponseBase, received: int, sent: int,
             started_wall: float, started: float) -> dict[str, Any]:
     """The line's own fields, after time, level ("error" for a 5xx), logger and message (regsite.logs)."""
     match = getattr(request, "resolver_match", None)
     return {
         "time": logs.timestamp(started_wall),
-        "request_id": request.request_id,  # type: ignore[attr-defined]
+        "request_id": request.request_id,
         "method": request.method,
         "path": request.path,
         "route": match.view_name if match is not None else None,
@@ -135,6 +134,7 @@ def _fields(request: HttpRequest, response: HttpResponseBase, received: int, sen
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
         "remote_addr": request.META.get("REMOTE_ADDR"),
         "forwarded_for": request.META.get("HTTP_X_FORWARDED_FOR"),
+        "client": client_address(request),
         "user_agent": request.META.get("HTTP_USER_AGENT", "")[:MAX_USER_AGENT] or None,
         "principal": principal_label(request),
     }

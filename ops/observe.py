@@ -5,19 +5,16 @@ services free of metric calls and costs a manifest GET one dictionary lookup and
 """
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Callable
 
 from django.conf import settings
 from django.http import HttpRequest
-from django.urls import Resolver404, resolve
 
 from ops import metrics
-from tokens.services import TOKEN_USERNAME
+from registry import routes
+from tokens.principal import AuthAttempt
 
 Recorder = Callable[[HttpRequest, int, int, int], None]
-TOKEN_API_ROUTES = frozenset({"tokens-create", "tokens-list", "tokens-revoke"})
 
 
 def _blob_pull(request: HttpRequest, status: int, bytes_in: int, bytes_out: int) -> None:
@@ -79,71 +76,38 @@ def _upload_cancel(request: HttpRequest, status: int, bytes_in: int, bytes_out: 
 
 # HEAD requests are existence checks, not transfers, and are deliberately not counted.
 ROUTES: dict[tuple[str, str], Recorder] = {
-    ("blob", "GET"): _blob_pull,
-    ("blob", "DELETE"): _blob_delete,
-    ("manifest", "GET"): _manifest_pull,
-    ("manifest", "PUT"): _manifest_push,
-    ("manifest", "DELETE"): _manifest_delete,
-    ("upload-start", "POST"): _upload_start,
-    ("upload-session", "PATCH"): _upload_chunk,
-    ("upload-session", "PUT"): _upload_finish,
-    ("upload-session", "DELETE"): _upload_cancel,
+    (routes.BLOB, "GET"): _blob_pull,
+    (routes.BLOB, "DELETE"): _blob_delete,
+    (routes.MANIFEST, "GET"): _manifest_pull,
+    (routes.MANIFEST, "PUT"): _manifest_push,
+    (routes.MANIFEST, "DELETE"): _manifest_delete,
+    (routes.UPLOAD_START, "POST"): _upload_start,
+    (routes.UPLOAD_SESSION, "PATCH"): _upload_chunk,
+    (routes.UPLOAD_SESSION, "PUT"): _upload_finish,
+    (routes.UPLOAD_SESSION, "DELETE"): _upload_cancel,
 }
 
 
-def route_name(request: HttpRequest, status: int) -> str | None:
+def route_name(request: HttpRequest) -> str | None:
+    # Set by Django's URL resolution (before the authentication middleware refuses a request).
     match = getattr(request, "resolver_match", None)
-    if match is None and status in (401, 403, 429):
-        # Refused by the auth middleware before URL resolution; resolving costs only refusals.
-        try:
-            match = resolve(request.path_info)
-        except Resolver404:
-            return None
     return match.url_name if match is not None else None
 
 
 def record(request: HttpRequest, status: int, bytes_in: int, bytes_out: int) -> None:
-    route = route_name(request, status)
+    route = route_name(request)
     recorder = ROUTES.get((route or "", request.method or ""))
     if recorder is not None:
         recorder(request, status, bytes_in, bytes_out)
     if settings.AUTH_ENABLED:
-        _record_auth(request, route, status)
+        _record_auth(request)
 
 
-def _record_auth(request: HttpRequest, route: str | None, status: int) -> None:
-    if route in TOKEN_API_ROUTES:
-        # Credentials travel in the body; the status says whether they were accepted.
-        if status == 401:
-            metrics.AUTH_ATTEMPTS.labels("password", "failure").inc()
-        elif status == 429:
-            metrics.AUTH_ATTEMPTS.labels("password", "throttled").inc()
-        elif status < 300 or status == 404:
-            metrics.AUTH_ATTEMPTS.labels("password", "success").inc()
-        return
-    header = request.META.get("HTTP_AUTHORIZATION")
-    if not header:
-        return
-    kind = getattr(getattr(request, "principal", None), "kind", None)
-    if status == 429:
-        result = "throttled"
-    elif kind in ("user", "token"):
-        result = "success"
-    else:
-        result = "failure"
-    metrics.AUTH_ATTEMPTS.labels(mechanism(header), result).inc()
-
-
-def mechanism(header: str) -> str:
-    """basic (an htpasswd user), token (Basic with the username ``token``), bearer, or other."""
-    scheme, _, value = header.strip().partition(" ")
-    scheme = scheme.lower()
-    if scheme == "bearer":
-        return "bearer"
-    if scheme != "basic":
-        return "other"
-    try:
-        username = base64.b64decode(value.strip(), validate=True).split(b":", 1)[0]
-    except (binascii.Error, ValueError):
-        return "basic"
-    return "token" if username == TOKEN_USERNAME.encode() else "basic"
+def _record_auth(request: HttpRequest) -> None:
+    # What authentication (or a password check of the token API or the UI) recorded on the
+    # request: credentials that were never looked at (public endpoints) are not an attempt.
+    attempt: AuthAttempt | None = getattr(request, "auth_attempt", None)
+    if attempt is not None:
+        metrics.AUTH_ATTEMPTS.labels(attempt.mechanism.value, attempt.outcome.value).inc()
+        if attempt.distributed:
+            metrics.AUTH_DISTRIBUTED_FAILURES.inc()

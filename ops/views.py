@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.shortcuts import render
 
 from ops import metrics, openapi, readiness
+from tokens.access import public
 
 View = Callable[..., HttpResponse]
 
@@ -30,6 +31,7 @@ def read_only(view: View) -> View:
     return wrapper
 
 
+@public
 @read_only
 def to_ui(request: HttpRequest) -> HttpResponse:
     # The address people type goes to the web UI; a temporary redirect, so that browsers do not
@@ -38,11 +40,13 @@ def to_ui(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect("/ui/" + (f"?{query}" if query else ""))
 
 
+@public
 @read_only
 def health(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"status": "ok"})
 
 
+@public
 @read_only
 def ready(request: HttpRequest) -> HttpResponse:
     results = readiness.run()
@@ -52,16 +56,19 @@ def ready(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"status": "ready", "checks": results})
 
 
+@public
 @read_only
 def prometheus_metrics(request: HttpRequest) -> HttpResponse:
     return HttpResponse(metrics.exposition(), content_type=metrics.CONTENT_TYPE)
 
 
+@public
 @read_only
 def openapi_document(request: HttpRequest) -> HttpResponse:
     return JsonResponse(openapi.document(), json_dumps_params={"indent": 1})
 
 
+@public
 @read_only
 def api_docs(request: HttpRequest) -> HttpResponse:
     return render(request, "ops/api_docs.html", {"operations": openapi.operations()})

@@ -9,7 +9,8 @@ whichever worker gets there first. ``manage.py garbagecollect`` takes the same l
 cron collection and a scheduled one never overlap.
 
 A scheduled run collects blobs and expired uploads with ``[gc] grace_hours``; it never deletes
-untagged manifests, which only an explicit ``garbagecollect --delete-untagged`` does.
+untagged manifests, which only an explicit ``garbagecollect --delete-untagged`` does. It also
+purges expired API tokens (``manage.py purgetokens --expired`` does the same by hand).
 """
 from __future__ import annotations
 
@@ -82,7 +83,20 @@ def run_if_due(now: float | None = None) -> gc.Result | None:
     except CollectionRunning:
         return None
     log.info("scheduled garbage collection finished: %s", result.summary(dry_run=False))
+    _purge_expired_tokens()
     return result
+
+
+def _purge_expired_tokens() -> None:
+    from tokens import services
+
+    try:
+        purged = services.purge_expired()
+    except Exception:  # the collection is done; a failure here is retried next interval
+        log.exception("purging expired API tokens failed")
+        return
+    if purged:
+        log.info("scheduled maintenance purged %d expired API tokens", purged)
 
 
 def _loop() -> None:

@@ -6,6 +6,7 @@ variables win over the file. Anything wrong stops start-up with one line naming 
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import Any, Callable, Mapping
 from urllib.parse import unquote, urlsplit
 
 import tomli
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "server": {
@@ -27,6 +30,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "connections": 4096,
         "log_level": "info",
         "secret_key_file": "data/secret_key",
+        "trusted_proxies": [],
     },
     "storage": {
         "backend": "filesystem",
@@ -62,6 +66,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "token_realm": "",
         "bearer_ttl_seconds": 300,
         "refresh_ttl_days": 30,
+        "max_tokens_per_user": 100,
+        "login_failures": 10,
+        "login_backoff_max": 3600,
     },
     "gc": {
         "interval_hours": 0,
@@ -84,6 +91,9 @@ POSITIVE_INTS = {
     ("registry", "upload_expiry_hours"),
     ("auth", "bearer_ttl_seconds"),
     ("auth", "refresh_ttl_days"),
+    ("auth", "max_tokens_per_user"),
+    ("auth", "login_failures"),
+    ("auth", "login_backoff_max"),
 }
 LOG_LEVELS = {"debug", "info", "warning", "error", "critical"}
 CHOICES = {
@@ -307,6 +317,7 @@ def _validate(cfg: dict[str, Any]) -> None:
         raise ConfigError("[storage] s3_secret_key: s3_access_key and s3_secret_key go together "
                           "(leave both empty for the standard AWS credential chain)")
     _check_bind(cfg["server"]["bind"])
+    proxy_networks(cfg["server"]["trusted_proxies"])
     if cfg["server"]["log_level"].lower() not in LOG_LEVELS:
         raise ConfigError(
             f"[server] log_level: expected one of {', '.join(sorted(LOG_LEVELS))}, "
@@ -321,6 +332,18 @@ def loopback_only(bind: str) -> bool:
         return True
     host = bind.rpartition(":")[0].strip("[]")
     return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def proxy_networks(entries: list[str]) -> tuple[IPNetwork, ...]:
+    """``[server] trusted_proxies`` as networks: each entry an address or a CIDR network."""
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(entry.strip(), strict=False))
+        except ValueError:
+            raise ConfigError(f"[server] trusted_proxies: {entry!r} is not an IP address or a network "
+                              "such as 10.0.0.0/8") from None
+    return tuple(networks)
 
 
 def _check_bind(bind: str) -> None:

@@ -28,6 +28,7 @@ ALLOWED_HOSTS = ["*"]
 
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
+    "django.contrib.sessions",
     "django.contrib.staticfiles",
     "django_prometheus",
     "registry",
@@ -37,7 +38,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # The prometheus pair brackets everything, the request log sits outside authentication so
-    # that refusals are logged and counted too.
+    # that refusals are logged and counted too. A trusted proxy's X-Forwarded-Proto is applied
+    # first, so that everything after it (HSTS, CSRF, cookies) sees the client's scheme.
+    "regsite.forwarded.ForwardedProtoMiddleware",
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "ops.middleware.RequestLogMiddleware",
     "regsite.db.ReleaseBeforeStreamingMiddleware",
@@ -83,7 +86,9 @@ STORAGES = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = None
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
 
-SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
+# Sessions (the UI's sign-ins) are rows in the database: signing out deletes the row, so a copied
+# cookie stops working at once, on every replica. Cookies are Secure on HTTPS requests (ops.ui.access).
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = True
@@ -91,6 +96,10 @@ CSRF_COOKIE_SAMESITE = "Lax"
 # Only the web UI uses CSRF (per view, with csrf_protect); its failure page explains what to do.
 CSRF_FAILURE_VIEW = "ops.ui.views.csrf_failure"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Sent only on requests that came over HTTPS (through a trusted proxy: regsite.forwarded).
+SECURE_HSTS_SECONDS = 365 * 24 * 3600
+# Addresses whose X-Forwarded-For and X-Forwarded-Proto are believed ([server] trusted_proxies).
+SERVER_TRUSTED_PROXIES = config.proxy_networks(SVC["server"]["trusted_proxies"])
 
 REGISTRY_STORAGE = SVC["storage"]
 REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])
@@ -114,6 +123,9 @@ AUTH_CHALLENGE: str = SVC["auth"]["challenge"]
 AUTH_TOKEN_REALM: str = SVC["auth"]["token_realm"]
 AUTH_BEARER_TTL_SECONDS: int = SVC["auth"]["bearer_ttl_seconds"]
 AUTH_REFRESH_TTL_DAYS: int = SVC["auth"]["refresh_ttl_days"]
+AUTH_MAX_TOKENS_PER_USER: int = SVC["auth"]["max_tokens_per_user"]
+AUTH_LOGIN_FAILURES: int = SVC["auth"]["login_failures"]
+AUTH_LOGIN_BACKOFF_MAX: int = SVC["auth"]["login_backoff_max"]
 
 # Every line is one JSON object (regsite.logs), the request log's (ops.requests) included.
 LOG_LEVEL = SVC["server"]["log_level"].upper()

@@ -1,7 +1,8 @@
-"""Failed password logins: after 10 a minute for a user from one address, 429 with Retry-After."""
+"""Failed password logins are slowed per client address, with backoff, never locked per user."""
 from __future__ import annotations
 
 import json
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -10,7 +11,7 @@ from django.utils import timezone
 
 from tests.support.auth import auth_on, auth_paths, basic  # noqa: F401  (fixtures)
 from tokens import throttle
-from tokens.models import LoginFailure
+from tokens.models import LoginFailure, LoginThrottle
 
 pytestmark = pytest.mark.django_db
 
@@ -20,51 +21,87 @@ def create(client: Any, password: str, address: str = "10.0.0.1", username: str 
     return client.post("/api/tokens", body, content_type="application/json", REMOTE_ADDR=address)
 
 
-def fail(client: Any, times: int, address: str = "10.0.0.1") -> None:
+def fail(client: Any, times: int, address: str = "10.0.0.1", username: str = "alice") -> None:
     for _ in range(times):
-        assert create(client, "wrong", address).status_code == 401
+        assert create(client, "wrong", address, username).status_code == 401
 
 
-def test_it_slows_down_the_eleventh_attempt_in_a_minute(client, auth_on) -> None:
+def later(monkeypatch, seconds: float) -> None:
+    moment = timezone.now() + timedelta(seconds=seconds)
+    monkeypatch.setattr(throttle.timezone, "now", lambda: moment)
+
+
+def test_it_makes_an_address_wait_a_minute_after_ten_failures(client, auth_on) -> None:
     fail(client, 10)
     response = create(client, "wonderland")
     assert response.status_code == 429
-    assert 1 <= int(response["Retry-After"]) <= 60
+    assert 55 <= int(response["Retry-After"]) <= 60
     assert "retry after" in response.json()["error"]
 
 
-def test_it_refuses_even_a_recently_verified_password_during_a_lockout(client, auth_on) -> None:
+def test_it_counts_failures_whatever_usernames_the_address_tries(client, auth_on) -> None:
+    for n in range(10):  # password spraying: one guess for each of many users
+        fail(client, 1, username=f"user{n}")
+    assert create(client, "builder", username="bob").status_code == 429
+
+
+def test_it_never_stops_the_right_password_from_another_address(client, auth_on) -> None:
+    fail(client, 10, address="10.0.0.1")
+    assert create(client, "wonderland", address="10.0.0.1").status_code == 429
+    assert create(client, "wonderland", address="10.0.0.2").status_code == 201
+    ok = client.get("/v2/_catalog", HTTP_AUTHORIZATION=basic("alice", "wonderland"), REMOTE_ADDR="10.0.0.3")
+    assert ok.status_code == 200
+
+
+def test_it_refuses_even_a_recently_verified_password_while_the_address_waits(client, auth_on) -> None:
     # Otherwise a guesser would learn the right password from the one answer that is not a 429.
     assert create(client, "wonderland").status_code == 201
     fail(client, 10)
     assert create(client, "wonderland").status_code == 429
 
 
-def test_it_keeps_the_count_in_the_database_for_every_worker(client, auth_on) -> None:
-    fail(client, 3)
-    assert LoginFailure.objects.filter(username="alice", address="10.0.0.1").count() == 3
-
-
-def test_it_counts_per_user_and_address(client, auth_on) -> None:
+def test_it_doubles_the_wait_with_each_further_failure(client, auth_on, monkeypatch) -> None:
     fail(client, 10)
-    assert create(client, "wonderland", address="10.0.0.2").status_code == 201
-    bob = client.post("/api/tokens", json.dumps({"username": "bob", "password": "builder"}),
-                      content_type="application/json", REMOTE_ADDR="10.0.0.1")
-    assert bob.status_code == 201
+    waits = []
+    for step in (61, 61 + 121, 61 + 121 + 241):
+        later(monkeypatch, step)
+        assert create(client, "wrong").status_code == 401
+        waits.append(int(create(client, "wrong")["Retry-After"]))
+    assert [round(w, -1) for w in waits] == [120, 240, 480]
 
 
-def test_it_forgets_failures_after_a_success(client, auth_on) -> None:
+def test_it_waits_at_most_login_backoff_max(client, auth_on, settings, monkeypatch) -> None:
+    settings.AUTH_LOGIN_BACKOFF_MAX = 300
+    fail(client, 10)
+    elapsed = 0
+    for _ in range(6):
+        elapsed += 301
+        later(monkeypatch, elapsed)
+        assert create(client, "wrong").status_code == 401
+    assert int(create(client, "wrong")["Retry-After"]) == 300
+
+
+def test_a_right_password_takes_back_only_its_own_attempt(client, auth_on) -> None:
+    # Signing in to one's own account must not reset a guessing run against someone else.
+    fail(client, 9, username="bob")
+    assert create(client, "wonderland").status_code == 201
+    assert LoginThrottle.objects.get(address="10.0.0.1").failures == 9
+    fail(client, 1, username="bob")
+    assert create(client, "wonderland").status_code == 429
+
+
+def test_it_forgets_an_address_after_a_day_without_failures(client, auth_on, monkeypatch) -> None:
+    fail(client, 10)
+    later(monkeypatch, 24 * 3600 + 1)
     fail(client, 9)
     assert create(client, "wonderland").status_code == 201
-    fail(client, 9)
-    assert create(client, "wonderland").status_code == 201
 
 
-def test_it_lets_the_user_in_again_once_the_minute_has_passed(client, auth_on, monkeypatch) -> None:
-    fail(client, 10)
-    later = timezone.now() + timedelta(seconds=61)
-    monkeypatch.setattr(throttle.timezone, "now", lambda: later)
-    assert create(client, "wonderland").status_code == 201
+def test_it_counts_an_ipv6_client_by_its_slash_64(client, auth_on) -> None:
+    for n in range(10):
+        fail(client, 1, address=f"2001:db8:1:2::{n + 1:x}")
+    assert create(client, "wonderland", address="2001:db8:1:2:ffff::9").status_code == 429
+    assert create(client, "wonderland", address="2001:db8:1:3::1").status_code == 201
 
 
 def test_it_throttles_basic_logins_on_the_registry_api(client, auth_on) -> None:
@@ -78,15 +115,33 @@ def test_it_throttles_basic_logins_on_the_registry_api(client, auth_on) -> None:
     assert response.json()["errors"][0]["code"] == "TOOMANYREQUESTS"
 
 
-def test_it_reports_when_the_oldest_failure_leaves_the_window(auth_on) -> None:
-    now = timezone.now()
-    for age in range(10):
-        LoginFailure.objects.create(username="carol", address="a", failed_at=now - timedelta(seconds=50 - age))
-    assert throttle.retry_after("carol", "a") in (10, 11)
-    assert throttle.retry_after("carol", "b") is None
+def test_it_keeps_the_count_in_the_database_for_every_worker(client, auth_on) -> None:
+    fail(client, 3)
+    assert LoginThrottle.objects.get(address="10.0.0.1").failures == 3
+    assert throttle.retry_after("10.0.0.1") is None
+    fail(client, 7)
+    assert 55 <= throttle.retry_after("10.0.0.1") <= 60
 
 
-def test_it_prunes_failures_older_than_the_window(auth_on) -> None:
-    LoginFailure.objects.create(username="old", address="a", failed_at=timezone.now() - timedelta(minutes=5))
-    throttle.record_failure("alice", "a")
+def test_it_logs_failures_against_one_user_from_many_addresses(client, auth_on, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="tokens.throttle"):
+        for n in range(8):
+            fail(client, 1, address=f"198.51.100.{n + 1}")
+    warnings = [r.getMessage() for r in caplog.records if r.name == "tokens.throttle"]
+    assert len(warnings) == 1 and "'alice' from 5 client addresses" in warnings[0]
+    assert create(client, "wonderland", address="198.51.100.99").status_code == 201
+
+
+def test_it_prunes_what_it_no_longer_needs(client, auth_on) -> None:
+    old = timezone.now() - timedelta(days=3)
+    LoginFailure.objects.create(username="old", address="a", failed_at=old)
+    LoginThrottle.objects.create(address="192.0.2.1", failures=4, last_failure_at=old, next_attempt_at=old)
+    fail(client, 1)
     assert list(LoginFailure.objects.values_list("username", flat=True)) == ["alice"]
+    assert list(LoginThrottle.objects.values_list("address", flat=True)) == ["10.0.0.1"]
+
+
+@pytest.mark.parametrize(("address", "key"), [("192.0.2.7", "192.0.2.7"), ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+                                              ("unknown", "unknown")])
+def test_the_key_is_the_address_or_its_ipv6_network(address: str, key: str) -> None:
+    assert throttle.throttle_key(address) == key

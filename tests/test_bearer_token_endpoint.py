@@ -136,7 +136,7 @@ def test_it_refuses_a_malformed_request(client, auth_on, params: dict[str, str],
     assert message in response.json()["errors"][0]["message"]
 
 
-def test_it_counts_failed_passwords_towards_the_lockout(client, auth_on) -> None:
+def test_it_counts_failed_passwords_towards_the_address_throttle(client, auth_on) -> None:
     for _ in range(10):
         assert get_token(client, basic("alice", "nope")).status_code == 401
     response = get_token(client, basic("alice", "wonderland"))

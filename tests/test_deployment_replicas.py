@@ -42,6 +42,10 @@ def test_compose_runs_two_replicas_on_postgres_and_s3_behind_a_balancer(tmp_path
         "SVC_SECRET_KEY"]
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert services["lb"]["ports"] == ["4000:4000"] and "ports" not in services["registry1"]
+    # The replicas believe X-Forwarded-For from the balancer alone, which sends it.
+    balancer = services["lb"]["networks"]["default"]["ipv4_address"]
+    assert services["registry1"]["environment"]["SVC_SERVER_TRUSTED_PROXIES"] == balancer
+    assert "option forwardfor" in (REPLICAS / "haproxy.cfg").read_text()
 
 
 def test_the_balancer_spreads_requests_without_affinity_and_checks_ready() -> None:

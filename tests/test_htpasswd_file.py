@@ -89,6 +89,14 @@ def test_it_makes_unknown_users_pay_one_bcrypt_run(auth_paths, bcrypt_runs) -> N
     assert bcrypt_runs[0].startswith(b"$2b$04$")  # the dummy hash costs what the file's entries cost
 
 
+def test_it_makes_unknown_users_pay_the_highest_cost_in_the_file(auth_paths) -> None:
+    slow = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=6)).decode()
+    auth_paths.htpasswd_file.write_text(bcrypt_entry("fast", "pw") + "\n" + f"slow:{slow}\n")
+    assert htpasswd.current_file().snapshot().cost == 6
+    dummy = htpasswd._dummy_hash(htpasswd.current_file().snapshot().cost)
+    assert dummy.startswith(b"$2b$06$")
+
+
 def test_it_checks_only_the_first_72_bytes_as_htpasswd_does(auth_paths) -> None:
     long = "x" * 72
     write_htpasswd(auth_paths.htpasswd_file, {"erin": long})

@@ -17,7 +17,8 @@ from tokens import services
 pytestmark = pytest.mark.django_db
 
 FIELDS = {"time", "level", "logger", "message", "pid", "request_id", "method", "path", "route", "status",
-          "bytes_in", "bytes_out", "duration_ms", "remote_addr", "forwarded_for", "user_agent", "principal"}
+          "bytes_in", "bytes_out", "duration_ms", "remote_addr", "forwarded_for", "client", "user_agent",
+          "principal"}
 
 
 class Lines(logging.Handler):
@@ -67,6 +68,7 @@ def test_it_writes_one_json_line_with_every_field(client: Client, lines: Lines) 
     assert entry["bytes_out"] == len(response.content)
     assert entry["remote_addr"] == "10.1.2.3"
     assert entry["forwarded_for"] == "192.0.2.7"
+    assert entry["client"] == "10.1.2.3"  # 10.1.2.3 is not a trusted proxy: its header proves nothing
     assert entry["user_agent"] == "skopeo/1.13"
     assert entry["principal"] is None
     assert entry["level"] == "info"

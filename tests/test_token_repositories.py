@@ -15,6 +15,7 @@ from django.core.management import CommandError, call_command
 
 from tests.support.auth import auth_on, auth_paths, bearer  # noqa: F401  (fixtures)
 from tokens import services
+from tokens.access import Role
 from tokens.db_repository import DatabaseTokenRepository
 from tokens.repository import StoredToken, TokenRepository, TokenStore
 
@@ -62,6 +63,45 @@ def test_it_deletes_a_record_once(repo: TokenStore) -> None:
     assert repo.delete(record(1).digest) is True
     assert repo.get(record(1).digest) is None
     assert repo.delete(record(1).digest) is False
+
+
+def test_it_finds_one_owners_records(repo: TokenStore) -> None:
+    for n in range(1, 7):
+        repo.save(record(n, owner="alice" if n % 3 else "bob"))
+    assert sorted(r.digest for r in repo.of_owner("bob")) == sorted(record(n).digest for n in (3, 6))
+    assert repo.of_owner("carol") == []
+    assert repo.owners() == {"alice", "bob"}
+
+
+def test_it_counts_live_records_by_owner_and_by_role(repo: TokenStore) -> None:
+    repo.save(record(1, role="read"))               # expires NOW + 1 day
+    repo.save(record(2, role="write"))              # NOW + 2 days
+    repo.save(record(3, owner="bob", role="write"))  # NOW + 3 days
+    later = NOW + timedelta(days=2)
+    assert repo.live_count_of("alice", NOW) == 2
+    assert repo.live_count_of("alice", later) == 0  # one expired, the other expires exactly then
+    assert repo.live_counts(NOW) == {Role.READ: 1, Role.WRITE: 2, Role.ADMIN: 0}
+    assert repo.live_counts(later) == {Role.READ: 0, Role.WRITE: 1, Role.ADMIN: 0}
+
+
+def test_it_deletes_the_records_expired_by_a_moment(repo: TokenStore) -> None:
+    for n in range(1, 5):
+        repo.save(record(n))
+    assert repo.delete_expired(NOW + timedelta(days=2)) == 2
+    assert sorted(r.digest for r in repo.all()) == sorted(record(n).digest for n in (3, 4))
+    assert repo.delete_expired(NOW) == 0
+
+
+def test_it_sees_records_saved_and_deleted_in_the_same_instant(repo: TokenStore) -> None:
+    # The files backend indexes the directory by its modification time, which is coarse.
+    repo.ensure_directory()
+    assert repo.of_owner("alice") == []
+    repo.save(record(1))
+    assert [r.digest for r in repo.of_owner("alice")] == [record(1).digest]
+    repo.save(record(2))
+    repo.delete(record(1).digest)
+    assert [r.digest for r in repo.of_owner("alice")] == [record(2).digest]
+    assert repo.live_counts(NOW)[Role.READ] == 1
 
 
 @pytest.fixture

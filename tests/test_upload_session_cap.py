@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from registry.models import Upload
+from regsite import config
 from tests.support.auth import auth_on, auth_paths, basic, bearer  # noqa: F401  (fixtures)
 from tests.support.registry_client import digest_of, post_upload, put_upload
 from tokens import services
@@ -91,3 +92,25 @@ def test_mounts_need_no_session_and_are_not_refused(client, settings) -> None:
     _start(client)
     mounted = client.post(f"/v2/team/other/blobs/uploads/?mount={digest_of(b'blob')}&from={NAME}")
     assert mounted.status_code == 201
+
+
+def test_behind_a_trusted_proxy_anonymous_clients_are_told_apart(client, settings) -> None:
+    settings.REGISTRY_MAX_UPLOAD_SESSIONS = 1
+    settings.SERVER_TRUSTED_PROXIES = config.proxy_networks(["10.0.0.100"])
+    proxy = {"REMOTE_ADDR": "10.0.0.100"}
+    assert _start(client, HTTP_X_FORWARDED_FOR="203.0.113.7", **proxy).status_code == 202
+    assert "203.0.113.7 already holds 1" in _refused(_start(client, HTTP_X_FORWARDED_FOR="203.0.113.7", **proxy))
+    assert _start(client, HTTP_X_FORWARDED_FOR="198.51.100.4", **proxy).status_code == 202
+    # From anyone but a trusted proxy, X-Forwarded-For proves nothing: the connection's address counts.
+    assert _start(client, HTTP_X_FORWARDED_FOR="192.0.2.1", REMOTE_ADDR="10.0.0.5").status_code == 202
+    _refused(_start(client, HTTP_X_FORWARDED_FOR="192.0.2.2", REMOTE_ADDR="10.0.0.5"))
+    assert set(Upload.objects.values_list("owner", flat=True)) == {
+        "address:203.0.113.7", "address:198.51.100.4", "address:10.0.0.5"}
+
+
+def test_a_signed_tokens_sessions_count_for_its_user(client, settings, auth_on) -> None:
+    settings.REGISTRY_MAX_UPLOAD_SESSIONS = 1
+    response = client.get("/auth/token", {"scope": f"repository:{NAME}:pull,push"},
+                          HTTP_AUTHORIZATION=basic("alice", "wonderland"))
+    assert _start(client, HTTP_AUTHORIZATION=bearer(response.json()["token"])).status_code == 202
+    assert "alice already holds 1" in _refused(_start(client, HTTP_AUTHORIZATION=basic("alice", "wonderland")))

@@ -27,12 +27,12 @@ import jwt
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest
-from django.urls import Resolver404, resolve
 from django.utils.crypto import salted_hmac
 
-from registry.access import Action, action_for
+from registry import routes
 from tokens import htpasswd, services
-from tokens.principal import OPEN, Principal
+from tokens.access import Action, Role, action_for
+from tokens.principal import OPEN, Mechanism, Principal, user
 
 SERVICE = "svc-registry"
 TOKEN_PATH = "/auth/token"
@@ -41,7 +41,7 @@ ACCESS_AUDIENCE = SERVICE
 REFRESH_AUDIENCE = SERVICE + ":refresh"
 LEEWAY_SECONDS = 30  # clocks of replicas may differ a little
 MAX_SCOPES = 64
-ROLE_ACTIONS = {"read": ("pull",), "write": ("pull", "push"), "admin": ("pull", "push", "delete")}
+ROLE_ACTIONS = {Role.READ: ("pull",), Role.WRITE: ("pull", "push"), Role.ADMIN: ("pull", "push", "delete")}
 CATALOG = ("registry", "catalog")
 HEADER_SAFE = re.compile(r"[!#-~]{1,255}")  # printable ASCII without space and double quote
 
@@ -77,7 +77,8 @@ class Scope:
 
 @dataclass(frozen=True)
 class ScopedPrincipal(Principal):
-    """The caller behind a signed token: its role, and what the token grants ((type, name, action))."""
+    """The caller behind a signed token (Mechanism.SIGNED_TOKEN): the user or API token it was
+    issued for, that credential's role, and what the token grants ((type, name, action))."""
 
     access: frozenset[tuple[str, str, str]] = frozenset()
 
@@ -104,7 +105,7 @@ def parse_scopes(values: Iterable[str]) -> list[Scope]:
 
 def grant(principal: Principal, requested: Iterable[Scope]) -> list[Scope]:
     """What the caller gets: each requested scope cut down to the actions its role allows."""
-    allowed = ROLE_ACTIONS.get(principal.role, ())
+    allowed = ROLE_ACTIONS.get(principal.role, ()) if principal.role is not None else ()
     granted: dict[tuple[str, str], list[str]] = {}
     for scope in requested:
         if scope.type == "repository":
@@ -128,20 +129,22 @@ def _fingerprint(stored_hash: str) -> str:
     return hmac.new(signing_key(), stored_hash.encode(), hashlib.sha256).hexdigest()[:32]
 
 
-def user_identity(username: str) -> Identity:
+def user_identity(username: str, mechanism: Mechanism = Mechanism.BASIC_USER) -> Identity:
+    """An htpasswd user whose password was checked, presented by ``mechanism``."""
     stored = htpasswd.current_file().snapshot().users.get(username)
     if stored is None:  # removed from the file since its password was checked
         raise InvalidToken(f"no user {username!r}")
-    return Identity(Principal(name=username, kind="user", role="admin"),
-                    {"kind": "user", "pwd": _fingerprint(stored)})
+    return Identity(user(username, mechanism), {"kind": "user", "pwd": _fingerprint(stored)})
 
 
-def token_identity(token: str) -> Identity | None:
-    """The identity of an API token (``svc_...``), or None if it is unknown, expired or revoked."""
+def token_identity(token: str, mechanism: Mechanism = Mechanism.BASIC_TOKEN) -> Identity | None:
+    """The identity of an API token (``svc_...``), or None if it is unknown, expired, revoked or
+    its owner is gone."""
     record = services.authenticate_token(token)
     if record is None:
         return None
-    principal = Principal(name=record.owner, kind="token", role=record.role, hash_prefix=record.hash_prefix)
+    principal = Principal(name=record.owner, mechanism=mechanism, role=record.role,
+                          hash_prefix=record.hash_prefix)
     return Identity(principal, {"kind": "token", "tok": services.token_digest(token)}, record.expires_at)
 
 
@@ -156,12 +159,13 @@ def _current_identity(claims: dict[str, Any]) -> Identity:
         stored = htpasswd.current_file().snapshot().users.get(subject)
         if stored is None or not hmac.compare_digest(_fingerprint(stored), str(claims.get("pwd", ""))):
             raise InvalidToken("the user was removed or their password changed since this token was issued")
-        return user_identity(subject)
+        return user_identity(subject, Mechanism.SIGNED_TOKEN)
     if kind == "token":
         record = services.live_record(str(claims.get("tok", "")))
         if record is None:
             raise InvalidToken("the API token this token was issued for is revoked or expired")
-        principal = Principal(name=record.owner, kind="token", role=record.role, hash_prefix=record.hash_prefix)
+        principal = Principal(name=record.owner, mechanism=Mechanism.SIGNED_TOKEN, role=record.role,
+                              hash_prefix=record.hash_prefix)
         return Identity(principal, {"kind": "token", "tok": str(claims["tok"])}, record.expires_at)
     if kind == "anonymous" and not settings.AUTH_ENABLED:
         return anonymous_identity()
@@ -244,7 +248,7 @@ def verify_access(token: str) -> ScopedPrincipal:
         (str(entry.get("type")), str(entry.get("name")), str(action))
         for entry in access if isinstance(entry, dict) and isinstance(entry.get("actions"), list)
         for action in entry["actions"])
-    return ScopedPrincipal(principal.name, principal.kind, principal.role, principal.hash_prefix, entries)
+    return ScopedPrincipal(principal.name, Mechanism.SIGNED_TOKEN, principal.role, principal.hash_prefix, entries)
 
 
 def verify_refresh(token: str) -> Identity:
@@ -255,12 +259,12 @@ def verify_refresh(token: str) -> Identity:
 
 def required_scopes(url_name: str | None, kwargs: Mapping[str, Any], action: Action,
                     query: Mapping[str, str]) -> list[Scope]:
-    if url_name == "catalog":
+    if url_name == routes.CATALOG:
         return [Scope(*CATALOG, ("*",))]
     if "name" not in kwargs:
         return []  # the version check and unknown /v2/ paths need only valid credentials
     scopes = [Scope("repository", kwargs["name"], (action.value,))]
-    if url_name == "upload-start" and query.get("mount") and query.get("from"):
+    if url_name == routes.UPLOAD_START and query.get("mount") and query.get("from"):
         scopes.append(Scope("repository", query["from"], (Action.PULL.value,)))
     return scopes
 
@@ -306,9 +310,10 @@ def challenge(request: HttpRequest, scopes: list[Scope] | None = None, error: st
 
 
 def _scopes_of(request: HttpRequest) -> list[Scope]:
-    try:
-        match = resolve(request.path_info)
-    except Resolver404:
+    # Authentication runs once Django has resolved the path (tokens.middleware), so the match is
+    # on the request; a path that no view serves has none and needs no scope.
+    match = request.resolver_match
+    if match is None:
         return []
     needed = required_scopes(match.url_name, match.kwargs, action_for(match.url_name, request.method), request.GET)
     # A name that cannot be a repository (a quote, a space, a control character) must not break

@@ -7,6 +7,10 @@ token (docker/distribution docs/spec/auth/oauth.md): ``grant_type=password`` wit
 ``password``, or ``grant_type=refresh_token`` with ``refresh_token``, and ``scope`` separated by
 spaces. Either answers a short-lived signed token granting the requested scopes as far as the
 caller's role allows (tokens/bearer.py).
+
+The view checks the credentials it is given itself (the middleware leaves it alone: tokens.access).
+Its password checks are throttled by client address like every other (tokens.login), and each check
+is recorded on the request for the auth metrics.
 """
 from __future__ import annotations
 
@@ -21,7 +25,10 @@ from django.views.decorators.csrf import csrf_exempt
 
 from registry import errors
 from tokens import bearer, services
-from tokens.throttle import Throttled, verify_password
+from tokens.access import checks_own_credentials
+from tokens.login import password_login
+from tokens.principal import AuthAttempt, AuthenticatedHttpRequest, Mechanism, Outcome
+from tokens.throttle import Throttled
 
 MAX_FORM_BYTES = 64 * 1024
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -47,41 +54,52 @@ def _error(request: HttpRequest, status: int, message: str, **headers: str) -> H
     return response
 
 
-def _password_identity(request: HttpRequest, username: str, password: str) -> bearer.Identity:
+def _refused(request: AuthenticatedHttpRequest, mechanism: Mechanism, reason: str) -> Refused:
+    request.auth_attempt = AuthAttempt(mechanism, Outcome.FAILURE)
+    return Refused(reason)
+
+
+def _password_identity(request: AuthenticatedHttpRequest, username: str, password: str,
+                       mechanism: Mechanism) -> bearer.Identity:
+    """A username and password: an htpasswd user's, throttled by client address (raises
+    Throttled), or the username ``token`` and an API token."""
     if username == services.TOKEN_USERNAME:
-        return _api_token_identity(password)
-    if not verify_password(username, password, request.META.get("REMOTE_ADDR") or "unknown"):
+        return _api_token_identity(request, password, Mechanism.BASIC_TOKEN)
+    if not password_login(request, username, password, mechanism):
         raise Refused("invalid username or password")
     try:
-        return bearer.user_identity(username)
+        return bearer.user_identity(username, mechanism)
     except bearer.InvalidToken as exc:
-        raise Refused(str(exc)) from None
+        raise _refused(request, mechanism, str(exc)) from None
 
 
-def _api_token_identity(token: str) -> bearer.Identity:
-    identity = bearer.token_identity(token)
+def _api_token_identity(request: AuthenticatedHttpRequest, token: str, mechanism: Mechanism) -> bearer.Identity:
+    identity = bearer.token_identity(token, mechanism)
     if identity is None:
-        raise Refused("unknown, expired or revoked token")
+        raise _refused(request, mechanism, "unknown, expired or revoked token")
+    request.auth_attempt = AuthAttempt(mechanism, Outcome.SUCCESS)
     return identity
 
 
-def _header_identity(request: HttpRequest) -> bearer.Identity:
+def _header_identity(request: AuthenticatedHttpRequest) -> bearer.Identity:
     scheme, _, value = request.META.get("HTTP_AUTHORIZATION", "").strip().partition(" ")
     value = value.strip()
     if scheme.lower() == "basic":
         try:
             username, sep, password = base64.b64decode(value, validate=True).decode("utf-8").partition(":")
         except (binascii.Error, UnicodeDecodeError):
-            raise Refused("malformed Basic credentials") from None
+            raise _refused(request, Mechanism.BASIC_USER, "malformed Basic credentials") from None
         if not sep:
-            raise Refused("malformed Basic credentials")
-        return _password_identity(request, username, password)
+            raise _refused(request, Mechanism.BASIC_USER, "malformed Basic credentials")
+        return _password_identity(request, username, password, Mechanism.BASIC_USER)
     if scheme.lower() == "bearer" and not bearer.looks_signed(value):
-        return _api_token_identity(value)
+        return _api_token_identity(request, value, Mechanism.BEARER_TOKEN)
     if scheme.lower() == "bearer":
         # A signed token must not buy the next one for ever: that is what refresh tokens are for.
-        raise Refused("a signed token cannot be exchanged here; send credentials or a refresh token")
-    raise Refused("send Basic credentials (a user, or the username token and an API token)")
+        raise _refused(request, Mechanism.SIGNED_TOKEN,
+                       "a signed token cannot be exchanged here; send credentials or a refresh token")
+    raise _refused(request, Mechanism.OTHER,
+                   "send Basic credentials (a user, or the username token and an API token)")
 
 
 def _form(request: HttpRequest) -> dict[str, list[str]]:
@@ -109,7 +127,7 @@ def _check_service(service: str) -> None:
         raise BadRequest(f"unknown service {service[:100]!r}; this registry is {bearer.SERVICE!r}")
 
 
-def _get(request: HttpRequest) -> dict[str, Any]:
+def _get(request: AuthenticatedHttpRequest) -> dict[str, Any]:
     _check_service(request.GET.get("service", ""))
     scopes = bearer.parse_scopes(request.GET.getlist("scope"))
     if not settings.AUTH_ENABLED:
@@ -125,19 +143,21 @@ def _get(request: HttpRequest) -> dict[str, Any]:
     return body
 
 
-def _post(request: HttpRequest) -> dict[str, Any]:
+def _post(request: AuthenticatedHttpRequest) -> dict[str, Any]:
     form = _form(request)
     _check_service(_one(form, "service"))
     scopes = bearer.parse_scopes(form.get("scope", []))
     grant_type = _one(form, "grant_type")
     if grant_type == "password":
         identity = (bearer.anonymous_identity() if not settings.AUTH_ENABLED
-                    else _password_identity(request, _one(form, "username"), _one(form, "password")))
+                    else _password_identity(request, _one(form, "username"), _one(form, "password"),
+                                            Mechanism.PASSWORD))
     elif grant_type == "refresh_token":
         try:
             identity = bearer.verify_refresh(_one(form, "refresh_token"))
         except bearer.InvalidToken as exc:
-            raise Refused(f"refresh token refused: {exc}") from None
+            raise _refused(request, Mechanism.SIGNED_TOKEN, f"refresh token refused: {exc}") from None
+        request.auth_attempt = AuthAttempt(Mechanism.SIGNED_TOKEN, Outcome.SUCCESS)
     else:
         raise BadRequest(f"grant_type must be password or refresh_token, got {grant_type[:40]!r}")
     issued = bearer.issue_access(identity, bearer.grant(identity.principal, scopes))
@@ -154,8 +174,9 @@ def _token_body(issued: bearer.Issued) -> dict[str, Any]:
             "issued_at": issued.issued_at.isoformat(timespec="seconds").replace("+00:00", "Z")}
 
 
+@checks_own_credentials
 @csrf_exempt
-def token(request: HttpRequest) -> HttpResponse:
+def token(request: AuthenticatedHttpRequest) -> HttpResponse:
     if request.method not in ("GET", "POST"):
         return _error(request, 405, f"method {request.method} is not allowed; use GET or POST",
                       Allow="GET, POST")

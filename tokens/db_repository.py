@@ -1,33 +1,73 @@
 """Database-backed token repository: the same interface as the file repository (tokens.repository),
 for ``[auth] token_backend = "database"``, where every replica must see a token created or revoked
-through any other on its next request. A lookup is one query by primary key (the token's SHA-256)."""
+through any other on its next request. A lookup is one query by primary key (the token's SHA-256);
+one user's tokens, one query on the owner index.
+
+Counting the live tokens by role (for /metrics) is one query whose cost grows with the tokens
+(9 ms for 10,000 on SQLite), so each process keeps its answer for ``COUNTS_SECONDS``, and forgets it
+when it writes a token itself: a scrape costs the same with 10 or 10,000 tokens, and the gauge may
+lag other replicas' changes by that long."""
 from __future__ import annotations
 
-from tokens.models import Token
+import time
+from datetime import datetime
+
+from tokens import queries
+from tokens.access import Role
 from tokens.repository import DIGEST, StoredToken
 
-_FIELDS = ("digest", "owner", "role", "description", "created_at", "expires_at")
+
+def _stored(row: queries.TokenRow) -> StoredToken:
+    return StoredToken(row.digest, row.owner, Role(row.role), row.description, row.created_at, row.expires_at)
+
+
+COUNTS_SECONDS = 30.0
 
 
 class DatabaseTokenRepository:
+    def __init__(self) -> None:
+        self._counts: tuple[float, datetime, dict[Role, int]] | None = None
+
     def ensure_directory(self) -> None:
         """Nothing to create: the table comes with the migrations."""
 
     def save(self, token: StoredToken) -> None:
-        Token.objects.update_or_create(digest=token.digest, defaults={
-            "owner": token.owner, "role": token.role, "description": token.description,
-            "created_at": token.created_at, "expires_at": token.expires_at})
+        self._counts = None
+        queries.save_token(queries.TokenRow(token.digest, token.owner, str(token.role), token.description,
+                                            token.created_at, token.expires_at))
 
     def get(self, digest: str) -> StoredToken | None:
         if not DIGEST.match(digest):
             return None
-        row = Token.objects.filter(digest=digest).values_list(*_FIELDS).first()
-        return StoredToken(*row) if row is not None else None
+        row = queries.token(digest)
+        return _stored(row) if row is not None else None
 
     def delete(self, digest: str) -> bool:
-        deleted, _ = Token.objects.filter(digest=digest).delete()
-        return bool(deleted)
+        self._counts = None
+        return queries.delete_token(digest)
 
     def all(self, prefix: str = "") -> list[StoredToken]:
-        rows = Token.objects.filter(digest__startswith=prefix) if prefix else Token.objects.all()
-        return [StoredToken(*row) for row in rows.order_by("created_at", "digest").values_list(*_FIELDS)]
+        return [_stored(row) for row in queries.tokens(prefix)]
+
+    def of_owner(self, owner: str) -> list[StoredToken]:
+        return [_stored(row) for row in queries.tokens_of(owner)]
+
+    def live_count_of(self, owner: str, now: datetime) -> int:
+        return queries.live_token_count_of(owner, now)
+
+    def live_counts(self, now: datetime) -> dict[Role, int]:
+        cached = self._counts
+        if cached is not None and time.monotonic() - cached[0] < COUNTS_SECONDS \
+                and abs((now - cached[1]).total_seconds()) < COUNTS_SECONDS:
+            return cached[2]
+        found = queries.live_tokens_by_role(now)
+        counts = {role: found.get(role.value, 0) for role in Role}
+        self._counts = (time.monotonic(), now, counts)
+        return counts
+
+    def owners(self) -> set[str]:
+        return queries.token_owners()
+
+    def delete_expired(self, before: datetime) -> int:
+        self._counts = None
+        return queries.delete_tokens_expired_before(before)

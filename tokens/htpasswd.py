@@ -3,8 +3,8 @@
 docker sends Basic credentials with every request of a push, and bcrypt is slow by design (that is
 its defence), so a correct password is verified at most once a minute per process and user. The
 cache key hashes the stored hash too: changing a password in the file invalidates it at once.
-Failures are never cached, and an unknown user still pays one bcrypt run so that timing does not
-tell which users exist.
+Failures are never cached, and an unknown user still pays one bcrypt run, at the highest cost of
+any entry in the file, so that timing does not tell which users exist.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ USERNAME = re.compile(r"^[^:\s\x00-\x1f\x7f]{1,255}$")
 class Snapshot:
     stamp: tuple[int, int, int] | None  # (mtime_ns, size, inode); None when unreadable
     users: dict[str, str] = field(default_factory=dict)  # username -> bcrypt hash
-    cost: int = DEFAULT_COST  # of the first entry: the dummy check for unknown users matches it
+    cost: int = DEFAULT_COST  # the highest of any entry: the dummy check for unknown users pays it
 
 
 class HtpasswdFile:
@@ -85,13 +85,16 @@ class HtpasswdFile:
                 users[username] = hashed.strip()
             else:
                 _warn_not_bcrypt(username, self.path)
-        first = BCRYPT_HASH.match(next(iter(users.values()))) if users else None
-        cost = int(first[1]) if first else DEFAULT_COST
+        # The highest cost, not the first entry's: with a cost-4 entry first, an unknown user was
+        # refused in 5 ms and a cost-12 user in 250 ms. An unknown user now takes as long as the
+        # slowest known one (entries usually share one cost, and then every refusal takes as long).
+        costs = [int(match[1]) for match in map(BCRYPT_HASH.match, users.values()) if match]
+        cost = max(costs, default=DEFAULT_COST)
         return Snapshot(stamp=stamp, users=users, cost=cost)
 
 
 _warned: set[tuple[str, str]] = set()
-_files: dict[Path, HtpasswdFile] = {}
+_files: dict[Path | str, HtpasswdFile] = {}
 _files_lock = threading.Lock()
 _successes: dict[bytes, float] = {}
 _successes_lock = threading.Lock()
@@ -107,11 +110,14 @@ def _warn_not_bcrypt(username: str, path: Path) -> None:
 
 
 def current_file() -> HtpasswdFile:
-    path = Path(settings.AUTH_HTPASSWD_FILE)
-    with _files_lock:
-        if path not in _files:
-            _files[path] = HtpasswdFile(path)
-        return _files[path]
+    # Called on every authenticated request (a token's owner is checked too): a dictionary lookup
+    # by the setting itself, without building a Path or taking the lock (that cost 50 us).
+    configured = settings.AUTH_HTPASSWD_FILE
+    found = _files.get(configured)
+    if found is None:
+        with _files_lock:
+            found = _files.setdefault(configured, HtpasswdFile(Path(configured)))
+    return found
 
 
 def _secret(password: str) -> bytes:
@@ -146,6 +152,12 @@ def _remember(key: bytes) -> None:
 def _recently_verified(key: bytes) -> bool:
     until = _successes.get(key)
     return until is not None and until > time.monotonic()
+
+
+def recently_verified(username: str, password: str) -> bool:
+    """Whether this very password of the user was checked right within the last minute here."""
+    stored = current_file().snapshot().users.get(username)
+    return stored is not None and _recently_verified(_cache_key(username, password, stored))
 
 
 def check_password(username: str, password: str) -> bool:

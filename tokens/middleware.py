@@ -1,95 +1,97 @@
 """Authentication for every request: sets ``request.principal`` and enforces roles on the registry API.
 
-With auth off every request is an anonymous admin. With auth on, the public paths (seed 5.4) are
-served to anyone and every other path needs Basic credentials of an htpasswd user (full access),
-Basic with the username ``token`` and an API token as the password, ``Bearer <token>``, or
-``Bearer`` with a signed token from /auth/token (tokens/bearer.py), limited to its scope.
+With auth off every request is an anonymous admin. With auth on, a view marked ``public``
+(tokens.access) is served to anyone and never looks at credentials; one marked ``login_optional``
+(the /v2/ version check) is open but checks credentials that are sent; every other path needs Basic
+credentials of an htpasswd user (full access), Basic with the username ``token`` and an API token
+as the password, ``Bearer <token>``, or ``Bearer`` with a signed token from /auth/token
+(tokens/bearer.py), limited to its scope, with a role that allows the request's action.
 """
 from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Callable
+from typing import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.urls import ResolverMatch
 
 from registry import errors
-from registry.access import Action, action_for
 from tokens import bearer, services
-from tokens.principal import ANONYMOUS, OPEN, REQUIRED_ROLE, AuthenticatedHttpRequest, Principal, role_allows
-from tokens.throttle import Throttled, verify_password
+from tokens.access import REQUIRED_ROLE, Access, Action, access_of, action_for
+from tokens.login import password_login
+from tokens.principal import (
+    ANONYMOUS,
+    OPEN,
+    AuthAttempt,
+    AuthenticatedHttpRequest,
+    Mechanism,
+    Outcome,
+    Principal,
+    user,
+)
+from tokens.throttle import Throttled
 
 REALM = "svc-registry"
 CHALLENGE = f'Basic realm="{REALM}"'
-PING_PATHS = frozenset({"/v2/", "/v2"})
-# The token endpoints check the credentials they are given themselves.
-TOKEN_API_PATHS = frozenset({"/api/tokens", "/api/tokens/list", "/api/tokens/revoke", bearer.TOKEN_PATH})
-# "/" only redirects to /ui/: a browser must not meet a Basic challenge (and its login dialog) there.
-PUBLIC_PATHS = frozenset({"/", "/health", "/ready", "/metrics"}) | PING_PATHS | TOKEN_API_PATHS
-PUBLIC_TREES = ("/ui", "/api-docs", "/static")
-_PUBLIC_TREE_PREFIXES = tuple(tree + "/" for tree in PUBLIC_TREES)
 MAX_HEADER_CHARS = 8192
 
 
 class BadCredentials(Exception):
-    pass
-
-
-def is_public(path: str) -> bool:
-    # Called twice per request: one tuple startswith instead of a generator over the trees.
-    return path in PUBLIC_PATHS or path in PUBLIC_TREES or path.startswith(_PUBLIC_TREE_PREFIXES)
-
-
-def _client_address(request: HttpRequest) -> str:
-    return request.META.get("REMOTE_ADDR") or "unknown"
+    def __init__(self, mechanism: Mechanism, reason: str) -> None:
+        super().__init__(reason)
+        self.mechanism = mechanism
 
 
 def _basic(value: str) -> tuple[str, str]:
     try:
         decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
-        raise BadCredentials("malformed Basic credentials") from None
+        raise BadCredentials(Mechanism.BASIC_USER, "malformed Basic credentials") from None
     username, sep, password = decoded.partition(":")
     if not sep:
-        raise BadCredentials("malformed Basic credentials")
+        raise BadCredentials(Mechanism.BASIC_USER, "malformed Basic credentials")
     return username, password
 
 
-def _token_principal(token: str) -> Principal:
+def _token_principal(token: str, mechanism: Mechanism) -> Principal:
     record = services.authenticate_token(token)
     if record is None:
-        raise BadCredentials("unknown, expired or revoked token")
-    return Principal(name=record.owner, kind="token", role=record.role, hash_prefix=record.hash_prefix)
+        raise BadCredentials(mechanism, "unknown, expired or revoked token")
+    return Principal(name=record.owner, mechanism=mechanism, role=record.role,
+                     hash_prefix=record.hash_prefix)
 
 
-def authenticate(request: HttpRequest) -> Principal:
+def authenticate(request: AuthenticatedHttpRequest) -> Principal:
     """The caller named by the Authorization header: ANONYMOUS without one.
 
-    Raises BadCredentials for credentials that do not check out and Throttled while a user is
-    locked out after repeated failed passwords.
+    Raises BadCredentials for credentials that do not check out and Throttled while the client
+    address must wait after repeated failed passwords.
     """
     header = request.META.get("HTTP_AUTHORIZATION", "")
     if not header:
         return ANONYMOUS
-    if len(header) > MAX_HEADER_CHARS:
-        raise BadCredentials("Authorization header too long")
     scheme, _, value = header.strip().partition(" ")
-    if scheme.lower() == "bearer" and bearer.looks_signed(value.strip()):
-        try:
-            return bearer.verify_access(value.strip())
-        except bearer.InvalidToken as exc:
-            raise BadCredentials(str(exc)) from None
-    if scheme.lower() == "bearer":
-        return _token_principal(value.strip())
-    if scheme.lower() != "basic":
-        raise BadCredentials(f"unsupported authorization scheme {scheme[:20]!r}")
+    scheme = scheme.lower()
+    if scheme not in ("basic", "bearer"):
+        raise BadCredentials(Mechanism.OTHER, f"unsupported authorization scheme {scheme[:20]!r}")
+    if len(header) > MAX_HEADER_CHARS:
+        raise BadCredentials(Mechanism.OTHER, "Authorization header too long")
+    if scheme == "bearer":
+        value = value.strip()
+        if bearer.looks_signed(value):
+            try:
+                return bearer.verify_access(value)
+            except bearer.InvalidToken as exc:
+                raise BadCredentials(Mechanism.SIGNED_TOKEN, str(exc)) from None
+        return _token_principal(value, Mechanism.BEARER_TOKEN)
     username, password = _basic(value)
     if username == services.TOKEN_USERNAME:
-        return _token_principal(password)
-    if not verify_password(username, password, _client_address(request)):
-        raise BadCredentials("invalid username or password")
-    return Principal(name=username, kind="user", role="admin")
+        return _token_principal(password, Mechanism.BASIC_TOKEN)
+    if not password_login(request, username, password, Mechanism.BASIC_USER):
+        raise BadCredentials(Mechanism.BASIC_USER, "invalid username or password")
+    return user(username)
 
 
 def _registry_error(request: HttpRequest, code: errors.ErrorCode, message: str,
@@ -122,9 +124,9 @@ def unauthorized(request: HttpRequest, reason: str | None = None, scopes: list[b
 
 
 def forbidden(request: HttpRequest, principal: Principal, action: Action) -> HttpResponse:
-    who = f"token {principal.hash_prefix}" if principal.kind == "token" else principal.name
-    return _registry_error(request, errors.DENIED,
-                           f"{who} has role {principal.role}; {action.value} needs {REQUIRED_ROLE[action]}")
+    who = f"token {principal.hash_prefix}" if principal.is_token else principal.name
+    return _registry_error(request, errors.DENIED, f"{who} has role {principal.role or 'none'}; "
+                                                   f"{action.value} needs {REQUIRED_ROLE[action]}")
 
 
 def throttled(request: HttpRequest, retry_after: int) -> HttpResponse:
@@ -141,55 +143,62 @@ def _is_docker_engine(request: HttpRequest) -> bool:
 
 
 class AuthenticationMiddleware:
+    """Authentication runs once the path is resolved (process_view), so it reads the view's mark
+    without resolving the path a second time; a path that no view serves is checked after Django
+    has answered it, so that only a caller who may see the registry learns it is a 404."""
+
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: AuthenticatedHttpRequest) -> HttpResponse:
+        request.auth_attempt = None
+        request.principal = ANONYMOUS if settings.AUTH_ENABLED else OPEN
+        response = self.get_response(request)
         if not settings.AUTH_ENABLED:
-            request.principal = OPEN
-            return self.get_response(request)
-        request.principal = ANONYMOUS
-        path = request.path_info
-        if is_public(path) and path not in PING_PATHS:
-            request.principal = self._optional_principal(request)
-            return self.get_response(request)
+            return response
+        match = request.resolver_match
+        if match is None:
+            # Whatever reaches Django under /static/ is an asset whitenoise does not have: a 404.
+            if request.path_info.startswith(settings.STATIC_URL):
+                return response
+            return self._check(request, Access.REQUIRED, None) or response
+        if access_of(match.func) is Access.OPTIONAL and not request.principal.is_authenticated:
+            # The version check stays open, but it advertises the challenge: clients send
+            # credentials on later requests only when the ping asked for them.
+            response["WWW-Authenticate"] = challenge(request)
+        return response
+
+    def process_view(self, request: AuthenticatedHttpRequest, view_func: Callable[..., HttpResponse],
+                     view_args: tuple[object, ...], view_kwargs: dict[str, object]) -> HttpResponse | None:
+        if not settings.AUTH_ENABLED:
+            return None
+        return self._check(request, access_of(view_func), request.resolver_match)
+
+    def _check(self, request: AuthenticatedHttpRequest, access: Access,
+               match: ResolverMatch | None) -> HttpResponse | None:
+        """None when the request may go on to its view; otherwise the refusal."""
+        if access is Access.PUBLIC:
+            return None
+        route = match.url_name if match is not None else None
         try:
-            request.principal = authenticate(request)
+            request.principal = principal = authenticate(request)
         except BadCredentials as exc:
+            request.auth_attempt = AuthAttempt(exc.mechanism, Outcome.FAILURE)
             return unauthorized(request, str(exc))
         except Throttled as exc:
             return throttled(request, exc.retry_after)
-        if request.principal.is_authenticated:
-            return self.get_response(request)
-        if path not in PING_PATHS or _is_docker_engine(request):
+        if principal.is_authenticated and request.auth_attempt is None:
+            request.auth_attempt = AuthAttempt(principal.mechanism, Outcome.SUCCESS)
+        if access is Access.OPTIONAL:
+            return unauthorized(request) if not principal.is_authenticated and _is_docker_engine(request) else None
+        if not principal.is_authenticated:
             return unauthorized(request)
-        # The version check stays open, but it advertises the challenge: clients send
-        # credentials on later requests only when the ping asked for them.
-        response = self.get_response(request)
-        response["WWW-Authenticate"] = challenge(request)
-        return response
-
-    @staticmethod
-    def _optional_principal(request: HttpRequest) -> Principal:
-        # Public pages may show who is calling, but bad credentials never block them; the token
-        # endpoints take their credentials from the body and ignore the header.
-        if request.path_info in TOKEN_API_PATHS:
-            return ANONYMOUS
-        try:
-            return authenticate(request)
-        except (BadCredentials, Throttled):
-            return ANONYMOUS
-
-    def process_view(self, request: AuthenticatedHttpRequest, view_func: Callable[..., Any],
-                     view_args: tuple[Any, ...], view_kwargs: dict[str, Any]) -> HttpResponse | None:
-        if not settings.AUTH_ENABLED or is_public(request.path_info):
-            return None
-        url_name = request.resolver_match.url_name if request.resolver_match else None
-        action = action_for(url_name, request.method)
-        if not role_allows(request.principal.role, action):
-            return forbidden(request, request.principal, action)
+        action = action_for(route, request.method)
+        if not principal.may(action):
+            return forbidden(request, principal, action)
         # A signed token allows only what it was issued for: a 401 names the scope to ask for.
-        missing = bearer.missing_scopes(request.principal, url_name, view_kwargs, action, request.GET)
+        missing = bearer.missing_scopes(principal, route, match.kwargs if match is not None else {}, action,
+                                        request.GET)
         if missing:
             return unauthorized(request, "the token's scope does not cover this request",
                                 scopes=missing, error="insufficient_scope")

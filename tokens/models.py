@@ -1,11 +1,26 @@
-"""Failed password logins, kept in the database so that every gunicorn worker counts the same ones,
-and API tokens when ``[auth] token_backend = "database"``."""
+"""What authentication keeps in the database, so that every gunicorn worker and every replica sees
+the same: failed logins per client address (the throttle) and per user (to notice a guessing
+attack spread over addresses), and API tokens when ``[auth] token_backend = "database"``."""
 from __future__ import annotations
 
 from django.db import models
 
 
+class LoginThrottle(models.Model):
+    """One client address's failed password logins (an IPv6 client's whole /64: tokens.throttle)."""
+
+    address = models.CharField(max_length=64, primary_key=True)
+    failures = models.IntegerField(default=0)
+    last_failure_at = models.DateTimeField(db_index=True)
+    next_attempt_at = models.DateTimeField()  # no password is checked for the address before
+
+    def __str__(self) -> str:
+        return f"{self.address}: {self.failures} failures, next attempt at {self.next_attempt_at:%H:%M:%S}"
+
+
 class LoginFailure(models.Model):
+    """One failed password login for a user: kept for minutes, to count the addresses it came from."""
+
     username = models.CharField(max_length=255)
     address = models.CharField(max_length=64)
     failed_at = models.DateTimeField(db_index=True)
@@ -25,7 +40,7 @@ class Token(models.Model):
     role = models.CharField(max_length=8)
     description = models.CharField(max_length=256, blank=True, default="")
     created_at = models.DateTimeField()
-    expires_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
 
     def __str__(self) -> str:
         return f"{self.digest[:16]} of {self.owner}"

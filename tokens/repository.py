@@ -8,7 +8,8 @@
 The token itself is never stored. Looking a token up is one hash and one open(); every gunicorn
 worker sees a revocation at once because it is the deletion of that file. A file that is not a
 well-formed record of its own name is logged and skipped: it never crashes a request and never
-grants access.
+grants access. Who owns which file, and the roles and expiries, are indexed in memory
+(tokens.file_index), so that one user's tokens are found without reading everyone's.
 """
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ import stat
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol
 
 from registry.digests import HEX
 from regsite.files import fsync_directory, replace_file
-from tokens.principal import ROLE_RANK
+from tokens.access import Role
+from tokens.file_index import DirectoryIndex, Indexed
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ MAX_FILE_BYTES = 64 * 1024
 class StoredToken:
     digest: str
     owner: str
-    role: str
+    role: Role
     description: str
     created_at: datetime
     expires_at: datetime
@@ -43,7 +45,7 @@ class StoredToken:
     def to_json(self) -> str:
         return json.dumps({
             "owner": self.owner,
-            "role": self.role,
+            "role": str(self.role),
             "description": self.description,
             "created_at": self.created_at.isoformat(),
             "expires_at": self.expires_at.isoformat(),
@@ -64,6 +66,22 @@ class TokenStore(Protocol):
     def delete(self, digest: str) -> bool: ...
 
     def all(self, prefix: str = "") -> list[StoredToken]: ...
+
+    def of_owner(self, owner: str) -> list[StoredToken]:
+        """One user's records, at a cost that does not grow with the other users' tokens."""
+        ...
+
+    def live_count_of(self, owner: str, now: datetime) -> int: ...
+
+    def live_counts(self, now: datetime) -> dict[Role, int]:
+        """Unexpired tokens by role, at a cost that does not grow with their number."""
+        ...
+
+    def owners(self) -> set[str]: ...
+
+    def delete_expired(self, before: datetime) -> int:
+        """Delete every record that expired at or before ``before``; how many were deleted."""
+        ...
 
 
 class CorruptRecord(ValueError):
@@ -92,10 +110,10 @@ def parse_record(digest: str, raw: bytes) -> StoredToken:
         raise CorruptRecord("not a JSON object")
     if data.get("hash") != digest:
         raise CorruptRecord("its hash field does not match its file name")
-    owner, role, description = data.get("owner"), data.get("role"), data.get("description", "")
+    owner, role, description = data.get("owner"), Role.parse(data.get("role")), data.get("description", "")
     if not isinstance(owner, str) or not owner:
         raise CorruptRecord("owner is missing")
-    if role not in ROLE_RANK:
+    if role is None:
         raise CorruptRecord("role is not read, write or admin")
     if not isinstance(description, str):
         raise CorruptRecord("description is not a string")
@@ -118,6 +136,7 @@ def _file_key(st: os.stat_result) -> _FileKey:
 class TokenRepository:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._index = DirectoryIndex(directory, lambda name: bool(DIGEST.fullmatch(name)), self._indexed)
 
     def ensure_directory(self) -> None:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -145,6 +164,17 @@ class TokenRepository:
         return record
 
     def _read(self, digest: str) -> StoredToken | None:
+        read = self._read_with_inode(digest)
+        return read[0] if read is not None else None
+
+    def _indexed(self, digest: str) -> Indexed | None:
+        read = self._read_with_inode(digest)
+        if read is None:
+            return None
+        record, inode = read
+        return Indexed(inode, record.owner, record.role, record.expires_at.timestamp())
+
+    def _read_with_inode(self, digest: str) -> tuple[StoredToken, int] | None:
         try:
             # O_NOFOLLOW: a symlink planted in the directory must not turn another file into a grant.
             fd = os.open(self.directory / digest, os.O_RDONLY | os.O_NOFOLLOW)
@@ -153,7 +183,8 @@ class TokenRepository:
         except OSError as exc:
             log.warning("token file %s cannot be opened (%s); ignored", digest[:16], exc.strerror)
             return None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             log.warning("token file %s in %s is not a regular file; ignored", digest[:16], self.directory)
             return None
@@ -162,7 +193,7 @@ class TokenRepository:
         try:
             if len(raw) > MAX_FILE_BYTES:
                 raise CorruptRecord("larger than any token record")
-            return parse_record(digest, raw)
+            return parse_record(digest, raw), st.st_ino
         except CorruptRecord as exc:
             log.warning("token file %s in %s is corrupt (%s); ignored", digest[:16], self.directory, exc)
             return None
@@ -175,22 +206,27 @@ class TokenRepository:
         fsync_directory(self.directory)
         return True
 
+    def _records(self, names: Iterable[str]) -> list[StoredToken]:
+        # Read again (a stat, and the parse when the file changed): the index may lag a file
+        # rewritten in place, and whatever is listed or deleted must be what the file says.
+        return [record for record in map(self.get, names) if record is not None]
+
     def all(self, prefix: str = "") -> list[StoredToken]:
         """Every readable record whose digest starts with ``prefix``; others are logged and skipped."""
-        try:
-            entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
-            return []
-        found = []
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            if not DIGEST.fullmatch(entry.name):
-                log.warning("%s in token storage %s is not a token file; ignored",
-                            entry.name[:80], self.directory)
-                continue
-            if entry.name.startswith(prefix):
-                record = self.get(entry.name)
-                if record is not None:
-                    found.append(record)
-        return found
+        return self._records(self._index.names(prefix))
+
+    def of_owner(self, owner: str) -> list[StoredToken]:
+        return [record for record in self._records(self._index.names_of(owner)) if record.owner == owner]
+
+    def live_count_of(self, owner: str, now: datetime) -> int:
+        return sum(1 for record in self.of_owner(owner) if record.expires_at > now)
+
+    def live_counts(self, now: datetime) -> dict[Role, int]:
+        return self._index.live_counts(now)
+
+    def owners(self) -> set[str]:
+        return self._index.owners()
+
+    def delete_expired(self, before: datetime) -> int:
+        expired = [r for r in self._records(self._index.expired_names(before)) if r.expires_at <= before]
+        return sum(self.delete(record.digest) for record in expired)

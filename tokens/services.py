@@ -1,7 +1,10 @@
-"""API tokens: create, list, revoke and authenticate. Pure Python over the file repository; no HTTP.
+"""API tokens: create, list, revoke, purge and authenticate. Pure Python over the token repository
+(files or database); no HTTP.
 
 A token is ``svc_`` followed by 43 URL-safe characters (256 random bits). Only its SHA-256 is
 stored; the first 16 hex digits of that hash (``hash_prefix``) name it in lists and revocations.
+A token lives only as long as its owner is a user of the htpasswd file: one whose owner left it is
+refused at once, listed as orphaned, and purged by ``manage.py purgetokens``.
 """
 from __future__ import annotations
 
@@ -16,11 +19,12 @@ from typing import Any
 
 from django.conf import settings
 
-from tokens.htpasswd import validate_username
+from tokens import htpasswd
+from tokens.access import ROLE_NAMES, Role
 from tokens.db_repository import DatabaseTokenRepository
+from tokens.htpasswd import validate_username
 from tokens.repository import StoredToken, TokenRepository, TokenStore
 
-ROLES = ("read", "write", "admin")
 TOKEN_PREFIX = "svc_"
 TOKEN_SHAPE = re.compile(r"^svc_[A-Za-z0-9_-]{43}$")
 HASH_PREFIX = re.compile(r"^[0-9a-fA-F]{16}$")
@@ -47,6 +51,13 @@ class InvalidPrefix(InvalidTokenRequest):
         super().__init__("hash_prefix", message)
 
 
+class TooManyTokens(TokenError):
+    def __init__(self, owner: str, limit: int) -> None:
+        super().__init__(f"{owner} already has {limit} live tokens, the most [auth] max_tokens_per_user "
+                         "allows: revoke one first")
+        self.message = str(self)
+
+
 class TokenNotFound(TokenError):
     def __init__(self, hash_prefix: str) -> None:
         super().__init__(f"no token with hash_prefix {hash_prefix}")
@@ -61,7 +72,7 @@ def _iso(moment: datetime) -> str:
 class CreatedToken:
     token: str
     hash_prefix: str
-    role: str
+    role: Role
     description: str
     created_at: datetime
     expires_at: datetime
@@ -71,7 +82,7 @@ class CreatedToken:
         return {
             "token": self.token,
             "hash_prefix": self.hash_prefix,
-            "role": self.role,
+            "role": str(self.role),
             "description": self.description,
             "created_at": _iso(self.created_at),
             "expires_at": _iso(self.expires_at),
@@ -83,7 +94,7 @@ class CreatedToken:
 class TokenRecord:
     hash_prefix: str
     owner: str
-    role: str
+    role: Role
     description: str
     created_at: datetime
     expires_at: datetime
@@ -91,6 +102,11 @@ class TokenRecord:
     @property
     def expired(self) -> bool:
         return _now() >= self.expires_at
+
+    @property
+    def orphaned(self) -> bool:
+        """Its owner is no longer in the htpasswd file: it is refused, and purgetokens removes it."""
+        return self.owner not in htpasswd.current_file().snapshot().users
 
     @classmethod
     def from_stored(cls, stored: StoredToken) -> TokenRecord:
@@ -101,7 +117,7 @@ class TokenRecord:
         return {
             "hash_prefix": self.hash_prefix,
             "owner": self.owner,
-            "role": self.role,
+            "role": str(self.role),
             "description": self.description,
             "created_at": _iso(self.created_at),
             "expires_at": _iso(self.expires_at),
@@ -151,10 +167,11 @@ def validate_owner(owner: Any) -> str:
     return owner
 
 
-def validate_role(role: Any) -> str:
-    if not isinstance(role, str) or role not in ROLES:
-        raise InvalidTokenRequest("role", f"role must be one of {', '.join(ROLES)}")
-    return role
+def validate_role(role: Any) -> Role:
+    parsed = Role.parse(role)
+    if parsed is None:
+        raise InvalidTokenRequest("role", f"role must be one of {', '.join(ROLE_NAMES)}")
+    return parsed
 
 
 def validate_ttl_days(ttl_days: Any) -> int:
@@ -174,7 +191,7 @@ def validate_description(description: Any) -> str:
     return description
 
 
-def create_token(owner: str, role: str = "read", ttl_days: int = DEFAULT_TTL_DAYS,
+def create_token(owner: str, role: Role | str = Role.READ, ttl_days: int = DEFAULT_TTL_DAYS,
                  description: str = "") -> CreatedToken:
     owner = validate_owner(owner)
     role = validate_role(role)
@@ -184,15 +201,42 @@ def create_token(owner: str, role: str = "read", ttl_days: int = DEFAULT_TTL_DAY
     created_at = _now()
     stored = StoredToken(token_digest(token), owner, role, description, created_at,
                          created_at + timedelta(days=ttl_days))
-    repository().save(stored)
+    repo = repository()
+    # Counted, then saved: two creates at the very same moment could pass it together. The limit
+    # bounds what one user can make the registry keep, not a security boundary.
+    if repo.live_count_of(owner, created_at) >= settings.AUTH_MAX_TOKENS_PER_USER:
+        raise TooManyTokens(owner, settings.AUTH_MAX_TOKENS_PER_USER)
+    repo.save(stored)
     return CreatedToken(token, stored.digest[:HASH_PREFIX_LENGTH], role, description, created_at,
                         stored.expires_at, ttl_days)
 
 
 def list_tokens(owner: str | None = None) -> list[TokenRecord]:
-    records = [TokenRecord.from_stored(s) for s in repository().all()
-               if owner is None or s.owner == owner]
-    return sorted(records, key=lambda r: (r.created_at, r.hash_prefix))
+    """One user's tokens (without reading anyone else's), or every token."""
+    repo = repository()
+    stored = repo.all() if owner is None else repo.of_owner(owner)
+    return sorted(map(TokenRecord.from_stored, stored), key=lambda r: (r.created_at, r.hash_prefix))
+
+
+def live_tokens_by_role() -> dict[Role, int]:
+    """Tokens neither expired nor revoked, by role, at a cost that does not grow with their number."""
+    return repository().live_counts(_now())
+
+
+def purge_expired(before: datetime | None = None) -> int:
+    """Delete the tokens that expired (at or before ``before``, default now); how many."""
+    return repository().delete_expired(before or _now())
+
+
+def orphaned_owners() -> set[str]:
+    """Owners of tokens who are no longer in the htpasswd file."""
+    return repository().owners() - set(htpasswd.current_file().snapshot().users)
+
+
+def purge_tokens_of(owners: set[str]) -> int:
+    """Delete every token of these owners; how many."""
+    repo = repository()
+    return sum(repo.delete(stored.digest) for owner in owners for stored in repo.of_owner(owner))
 
 
 def revoke_token(owner: str | None, hash_prefix: str) -> None:
@@ -210,16 +254,22 @@ def revoke_token(owner: str | None, hash_prefix: str) -> None:
 
 
 def authenticate_token(token: str) -> TokenRecord | None:
-    """The live token's record: one hash, one file lookup. None for unknown or expired tokens."""
+    """The live token's record: one hash, one file lookup. None for unknown or expired tokens, and
+    for those whose owner is no longer in the htpasswd file (a stat of the file, re-read when it
+    changed): such a token dies with its user. (Purged, it cannot pass to a later user of the same
+    name: ``manage.py adduser`` purges them when it adds that name.)"""
     if not TOKEN_SHAPE.match(token):
         return None
     return live_record(token_digest(token))
 
 
 def live_record(digest: str) -> TokenRecord | None:
-    """The record of the token with this SHA-256, unless it is revoked or expired."""
+    """The record of the token with this SHA-256, unless it is revoked or expired or its owner left
+    the htpasswd file (signed tokens issued for an API token are checked through here too)."""
     stored = repository().get(digest)
     if stored is None:
         return None
     record = TokenRecord.from_stored(stored)
-    return None if record.expired else record
+    if record.expired or stored.owner not in htpasswd.current_file().snapshot().users:
+        return None
+    return record

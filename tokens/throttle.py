@@ -1,26 +1,45 @@
-"""Password logins, slowed down after repeated failures for a user from one address.
+"""Password logins, slowed down per client address, never locked per user.
 
-After ``LIMIT`` failures within ``WINDOW`` for the same (username, address), further attempts are
-refused with a retry delay until the oldest of those failures leaves the window. The failures are
-rows in the database, so every gunicorn worker and every replica counts them together. The lockout
-is checked before the password, even one in htpasswd's success cache: answering the right password
-during a lockout would tell a guesser which guess was right. That costs one indexed query per
-password login; a successful one clears the user's failures.
+A hard lockout per user after N failures is a lever for anyone to keep that user out (behind a
+reverse proxy, every client has the proxy's address), including out of revoking a leaked token.
+So failures are counted per client address, whatever usernames it tries (password spraying is
+slowed as much as guessing one password): an address may fail ``[auth] login_failures`` times
+freely; then it must wait 60 s after its last failure, twice as long after each further one, up
+to ``[auth] login_backoff_max``. A right password from the address takes back only its own attempt,
+so that signing in to one's own account does not reset a guessing run. An address's failures are
+forgotten after a day without one. An IPv6 client counts as its whole /64, which one host holds.
+
+Failures against one user from many addresses (a guessing attack spread over addresses) cannot be
+slowed without locking the user out, so they are noticed instead: logged, and counted in
+``registry_auth_distributed_failures_total`` (tokens.login records it on the request).
+
+The count lives in the database, so every worker and replica shares it, and a password check is
+reserved before it runs (an atomic update of the address's row): 200 wrong guesses sent at once
+get exactly ``login_failures`` answers, the rest 429. The wait is checked before the success
+cache: otherwise a waiting guesser would learn which guess was right from the one answer that is
+not a 429.
 """
 from __future__ import annotations
 
+import ipaddress
+import logging
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 
-from django.db import connection
+from django.conf import settings
 from django.utils import timezone
 
-from tokens import htpasswd
-from tokens.models import LoginFailure
+from tokens import htpasswd, queries
 
-LIMIT = 10
-WINDOW = timedelta(minutes=1)
+log = logging.getLogger(__name__)
+
+FIRST_WAIT = timedelta(seconds=60)
+FORGET_AFTER = timedelta(days=1)
+# A user failing from this many addresses within the window is under a spread-out attack.
+SPREAD_ADDRESSES = 5
+SPREAD_WINDOW = timedelta(minutes=10)
 
 
 class Throttled(Exception):
@@ -29,65 +48,77 @@ class Throttled(Exception):
         self.retry_after = retry_after
 
 
-def _key(username: str, address: str) -> dict[str, str]:
-    return {"username": username[:255], "address": address[:64]}
+@dataclass(frozen=True)
+class Login:
+    ok: bool
+    distributed: bool = False  # a failure against a user failing from many addresses
 
 
-def _recent_failures(username: str, address: str, now: datetime) -> list[datetime]:
-    """The newest failures (at most LIMIT) of the pair within the window, newest first."""
-    return list(
-        LoginFailure.objects.filter(**_key(username, address), failed_at__gt=now - WINDOW)
-        .order_by("-failed_at").values_list("failed_at", flat=True)[:LIMIT]
-    )
+@lru_cache(maxsize=4096)
+def throttle_key(address: str) -> str:
+    """What failures are counted by: the address, or an IPv6 address's /64."""
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return address[:64]
+    if parsed.version == 6:
+        return str(ipaddress.ip_network(f"{parsed}/64", strict=False))
+    return str(parsed)
 
 
-@lru_cache(maxsize=1)
-def _count_sql() -> str:
-    # Built once: compiling the ORM query for every Basic-authenticated request was half of a
-    # manifest GET's CPU. The index login_failure_key covers it.
-    table = connection.ops.quote_name(LoginFailure._meta.db_table)
-    return (f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE username = %s AND address = %s "
-            f"AND failed_at > %s LIMIT {LIMIT}) AS recent")
+def delay(failures: int) -> timedelta:
+    """How long an address must wait after its last failure, having failed this many times."""
+    free = settings.AUTH_LOGIN_FAILURES
+    if failures < free:
+        return timedelta(0)
+    doublings = min(failures - free, 32)
+    return min(FIRST_WAIT * 2 ** doublings, timedelta(seconds=settings.AUTH_LOGIN_BACKOFF_MAX))
 
 
-def _recent_count(username: str, address: str, now: datetime) -> int:
-    """How many of the pair's failures (at most LIMIT) are within the window."""
-    key = _key(username, address)
-    since = connection.ops.adapt_datetimefield_value(now - WINDOW)
-    with connection.cursor() as cursor:
-        cursor.execute(_count_sql(), [key["username"], key["address"], since])
-        return cursor.fetchone()[0]
+def _forget_after() -> timedelta:
+    return max(FORGET_AFTER, 2 * timedelta(seconds=settings.AUTH_LOGIN_BACKOFF_MAX))
 
 
-def _wait(recent: list[datetime], now: datetime) -> int | None:
-    if len(recent) < LIMIT:
-        return None
-    return max(1, math.ceil((recent[-1] + WINDOW - now).total_seconds()))
+def _wait(until: datetime, now: datetime) -> Throttled:
+    return Throttled(max(1, math.ceil((until - now).total_seconds())))
 
 
-def retry_after(username: str, address: str) -> int | None:
-    """Seconds until another attempt is allowed, or None when it is allowed now."""
+def retry_after(address: str) -> int | None:
+    """Seconds until the address may try a password again, or None when it may now."""
     now = timezone.now()
-    return _wait(_recent_failures(username, address, now), now)
+    until = queries.login_wait(throttle_key(address), now)
+    return _wait(until, now).retry_after if until is not None else None
 
 
-def record_failure(username: str, address: str) -> None:
-    now = timezone.now()
-    LoginFailure.objects.filter(failed_at__lte=now - WINDOW).delete()
-    LoginFailure.objects.create(**_key(username, address), failed_at=now)
-
-
-def verify_password(username: str, password: str, address: str) -> bool:
-    """Check an htpasswd user's password; raises Throttled instead while the pair is locked out."""
-    now = timezone.now()
-    failures = _recent_count(username, address, now)
-    if failures >= LIMIT:
-        wait = _wait(_recent_failures(username, address, now), now)
-        if wait is not None:
-            raise Throttled(wait)
+def verify_password(username: str, password: str, address: str) -> Login:
+    """Check an htpasswd user's password from a client address; raises Throttled while the
+    address must wait."""
+    key, now = throttle_key(address), timezone.now()
+    until = queries.login_wait(key, now)
+    if until is not None:
+        raise _wait(until, now)
+    if htpasswd.recently_verified(username, password):
+        return Login(ok=True)  # no bcrypt run to reserve: the common case of a push's requests
+    until = queries.reserve_login_attempt(key, now, delay, _forget_after())
+    if until is not None:
+        raise _wait(until, now)
     if htpasswd.check_password(username, password):
-        if failures:
-            LoginFailure.objects.filter(**_key(username, address)).delete()
-        return True
-    record_failure(username, address)
-    return False
+        queries.refund_login_attempt(key, delay)
+        return Login(ok=True)
+    return Login(ok=False, distributed=_record_failure(username, key, now))
+
+
+def _record_failure(username: str, key: str, now: datetime) -> bool:
+    """Keep the failure against the user; True when the user is failing from many addresses."""
+    since = now - SPREAD_WINDOW
+    queries.forget_user_failures(since)
+    queries.forget_login_throttles(now - _forget_after())
+    before = queries.addresses_failing_for(username, since, SPREAD_ADDRESSES)
+    queries.record_user_failure(username, key, now)
+    after = queries.addresses_failing_for(username, since, SPREAD_ADDRESSES)
+    if before < SPREAD_ADDRESSES <= after:  # logged as the count reaches the threshold
+        log.warning("failed logins for user %r from %d client addresses within %d minutes: a password "
+                    "guessing attack spread over addresses? Each address is slowed down on its own; "
+                    "the user is not locked out", username[:64], SPREAD_ADDRESSES,
+                    SPREAD_WINDOW.seconds // 60)
+    return after >= SPREAD_ADDRESSES

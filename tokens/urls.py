@@ -1,4 +1,4 @@
-"""Token endpoints (public paths: each checks the credentials it is given itself)."""
+"""Token endpoints (public views: each checks the credentials it is given itself)."""
 from __future__ import annotations
 
 from django.urls import path

@@ -8,12 +8,16 @@ from typing import Any, Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from registry.http import BadHeader, has_body, request_body
 from tokens import services
-from tokens.services import InvalidTokenRequest, TokenNotFound
-from tokens.throttle import Throttled, verify_password
+from tokens.access import public
+from tokens.login import password_login
+from tokens.principal import AuthenticatedHttpRequest
+from tokens.services import InvalidTokenRequest, TokenNotFound, TooManyTokens
+from tokens.throttle import Throttled
 
 MAX_BODY_BYTES = 64 * 1024
-TokenView = Callable[[HttpRequest, dict[str, Any], str], HttpResponse]
+TokenView = Callable[[AuthenticatedHttpRequest, dict[str, Any], str], HttpResponse]
 
 
 class BodyTooLarge(Exception):
@@ -30,16 +34,35 @@ def error(status: int, message: str, field: str | None = None, **headers: str) -
     return response
 
 
+class NotJson(Exception):
+    pass
+
+
+def _read_at_most(stream: Any, limit: int) -> bytes:
+    data = bytearray()
+    while len(data) < limit:
+        piece = stream.read(limit - len(data))
+        if not piece:
+            break
+        data += piece
+    return bytes(data)
+
+
 def _read_json(request: HttpRequest) -> dict[str, Any]:
     try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
+        # A chunked body (no Content-Length) is read from the server's de-chunked input.
+        body = request_body(request)
+    except BadHeader:
         raise InvalidTokenRequest("body", "body: invalid Content-Length") from None
-    if declared > MAX_BODY_BYTES:
+    # Only JSON: a web page can make a browser POST text/plain or a form anywhere without asking
+    # (no CORS preflight), but not application/json. (No body at all is the 400 below.)
+    if has_body(body) and request.content_type != "application/json":
+        raise NotJson()
+    if body.length is not None and body.length > MAX_BODY_BYTES:
         raise BodyTooLarge()
     try:
-        raw = request.read(MAX_BODY_BYTES + 1)
-    except OSError:  # the client went away or stalled past [server] client_timeout
+        raw = _read_at_most(body.stream, MAX_BODY_BYTES + 1)
+    except OSError:  # the client went away, stalled past [server] client_timeout, or broke a chunk
         raise InvalidTokenRequest("body", "body: the client stopped sending it") from None
     if len(raw) > MAX_BODY_BYTES:
         raise BodyTooLarge()
@@ -65,23 +88,30 @@ def string_field(body: dict[str, Any], field: str) -> str:
     return body[field]
 
 
-def token_api(view: TokenView) -> Callable[[HttpRequest], HttpResponse]:
-    """POST only; parses the body, verifies its username and password, maps service errors."""
+def token_api(view: TokenView) -> Callable[[AuthenticatedHttpRequest], HttpResponse]:
+    """Public (the credentials travel in the body); POST only; parses the body, verifies its
+    username and password, maps service errors."""
 
+    @public
     @csrf_exempt
     @functools.wraps(view)
-    def wrapper(request: HttpRequest) -> HttpResponse:
+    def wrapper(request: AuthenticatedHttpRequest) -> HttpResponse:
         if request.method != "POST":
             return error(405, f"method {request.method} is not allowed; use POST", Allow="POST")
         try:
             body = _read_json(request)
             username = string_field(body, "username")
             password = string_field(body, "password")
-            if not verify_password(username, password, request.META.get("REMOTE_ADDR") or "unknown"):
+            if not password_login(request, username, password):
                 return error(401, "invalid username or password")
             return view(request, body, username)
+        except NotJson:
+            return error(415, "the request body must be JSON, sent with Content-Type: application/json",
+                         "body")
         except BodyTooLarge:
             return error(413, f"body: the request body must be at most {MAX_BODY_BYTES} bytes", "body")
+        except TooManyTokens as exc:
+            return error(400, exc.message)
         except InvalidTokenRequest as exc:
             return error(400, exc.message, exc.field)
         except TokenNotFound as exc:
@@ -93,7 +123,7 @@ def token_api(view: TokenView) -> Callable[[HttpRequest], HttpResponse]:
 
 
 @token_api
-def create_token(request: HttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
+def create_token(request: AuthenticatedHttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
     created = services.create_token(
         username,
         role=body.get("role", "read"),
@@ -104,12 +134,12 @@ def create_token(request: HttpRequest, body: dict[str, Any], username: str) -> H
 
 
 @token_api
-def list_tokens(request: HttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
+def list_tokens(request: AuthenticatedHttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
     return JsonResponse({"tokens": [record.as_dict() for record in services.list_tokens(username)]})
 
 
 @token_api
-def revoke_token(request: HttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
+def revoke_token(request: AuthenticatedHttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
     hash_prefix = string_field(body, "hash_prefix")
     services.revoke_token(username, hash_prefix)
     return JsonResponse({"revoked": hash_prefix.lower()})

@@ -7,6 +7,7 @@ from registry import errors
 from registry.digests import DIGEST_PATTERN
 from registry.media_types import OCI_INDEX
 from registry.names import NAME_RE, TAG_RE
+from tokens.access import ROLE_NAMES
 
 JSON = "application/json"
 EXAMPLE_DIGEST = "sha256:b5b2b2c507a0944348e0303114d8d93aaaa081732b86451d9bce1f432a537bc7"
@@ -176,7 +177,7 @@ SCHEMAS: dict[str, Spec] = {
             {
                 "type": "object",
                 "properties": {
-                    "role": {"type": "string", "enum": ["read", "write", "admin"], "default": "read"},
+                    "role": {"type": "string", "enum": list(ROLE_NAMES), "default": "read"},
                     "ttl_days": {"type": "integer", "minimum": 1, "maximum": 3650, "default": 30},
                     "description": _string("A free-text label.", maxLength=256, default=""),
                 },
@@ -191,7 +192,7 @@ SCHEMAS: dict[str, Spec] = {
         "properties": {
             "token": _string("The token; shown only in this response.", pattern=r"^svc_[A-Za-z0-9_-]{43}$"),
             "expires_in_days": {"type": "integer", "description": "Equals the requested ttl_days."},
-            "role": {"type": "string", "enum": ["read", "write", "admin"]},
+            "role": {"type": "string", "enum": list(ROLE_NAMES)},
             "hash_prefix": _string("First 16 hex digits of the token's SHA-256.", pattern="^[0-9a-f]{16}$"),
             "description": {"type": "string"},
             "created_at": {"type": "string", "format": "date-time"},
@@ -207,7 +208,7 @@ SCHEMAS: dict[str, Spec] = {
         "properties": {
             "hash_prefix": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
             "owner": {"type": "string"},
-            "role": {"type": "string", "enum": ["read", "write", "admin"]},
+            "role": {"type": "string", "enum": list(ROLE_NAMES)},
             "description": {"type": "string"},
             "created_at": {"type": "string", "format": "date-time"},
             "expires_at": {"type": "string", "format": "date-time"},
@@ -321,7 +322,7 @@ RESPONSES: dict[str, Spec] = {
         {"errors": [{"code": "DENIED", "message": "token 3f9a1c0e5b7d2a64 has role read; push needs write"}]},
     ),
     "TooManyRequests": response(
-        "Too many failed logins for this user from this address.",
+        "This client address failed too many logins ([auth] login_failures) and must wait `Retry-After` seconds.",
         ref("schemas", "ErrorEnvelope"), headers={"Retry-After": ref("headers", "RetryAfter")},
     ),
     "RegistryError": response("A registry error, in the OCI envelope.", ref("schemas", "ErrorEnvelope")),

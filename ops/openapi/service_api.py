@@ -11,13 +11,19 @@ def _token_op(summary: str, operation_id: str, request_schema: str, ok_status: s
               description: str, not_found: bool = False) -> Spec:
     responses: dict[str, Spec] = {
         ok_status: ok,
-        "400": response("Bad input; `field` names the offending field.", ref("schemas", "JsonError"),
+        "400": response("Bad input; `field` names the offending field. Also a create beyond `[auth] "
+                        "max_tokens_per_user` live tokens (100).", ref("schemas", "JsonError"),
                         {"error": "role must be one of read, write, admin", "field": "role"}),
         "401": response("Wrong username or password.", ref("schemas", "JsonError"),
                         {"error": "invalid username or password"}),
         "405": ref("responses", "JsonMethodNotAllowed"),
         "413": response("The body is over 64 KiB.", ref("schemas", "JsonError")),
-        "429": response("Ten failed logins within a minute for this user from this address.",
+        "415": response("The body is not sent as `Content-Type: application/json` (a web page can make a browser "
+                        "send text/plain or a form anywhere, but not JSON).", ref("schemas", "JsonError"),
+                        {"error": "the request body must be JSON, sent with Content-Type: application/json",
+                         "field": "body"}),
+        "429": response("This client address failed too many logins ([auth] login_failures) and must wait "
+                        "`Retry-After` seconds (see the README's Security section).",
                         ref("schemas", "JsonError"), headers={"Retry-After": ref("headers", "RetryAfter")}),
     }
     if not_found:
@@ -78,7 +84,8 @@ def bearer_token_path() -> Spec:
                                      "message": "scope 'repository:team/app' is not type:name:actions"}]}),
         "401": refused,
         "405": ref("responses", "JsonMethodNotAllowed"),
-        "429": response("Ten failed logins within a minute for this user from this address.",
+        "429": response("This client address failed too many logins ([auth] login_failures) and must wait "
+                        "`Retry-After` seconds (see the README's Security section).",
                         ref("schemas", "AuthError"), headers={"Retry-After": ref("headers", "RetryAfter")}),
     }
     description = ("Open even with auth on: it checks the credentials it is given. Clients reach it from "

@@ -1,10 +1,11 @@
 """Who is looking at the UI and what they may do; the decorator every UI view wears.
 
 /ui/* is public at the middleware level, so the UI enforces its own sign-in: with auth on, nothing of
-the registry is shown until an htpasswd user signs in. The session is Django's signed cookie; only
-the UI uses it, so the session middleware is applied to these views alone and registry clients never
-get a cookie. Every UI view is CSRF-protected (the CSRF middleware is not global: registry clients
-PUT without tokens).
+the registry is shown until an htpasswd user signs in. The session is a row in the database (its
+cookie holds only its random key), so signing out ends it on the server; only the UI uses it, so the
+session middleware is applied to these views alone and registry clients never get a cookie. Every UI
+view is CSRF-protected (the CSRF middleware is not global: registry clients PUT without tokens). On
+a request that came over HTTPS the session and CSRF cookies are Secure.
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from django.views.decorators.csrf import csrf_protect
 from registry.services import exceptions as exc
 from regsite.version import version
 from tokens import htpasswd
+from tokens.access import public
+from tokens.principal import AuthenticatedHttpRequest
 
 log = logging.getLogger(__name__)
 View = Callable[..., HttpResponse]
@@ -36,7 +39,6 @@ View = Callable[..., HttpResponse]
 SESSION_USER = "ui_user"
 SESSION_SINCE = "ui_since"
 SESSION_CREDENTIAL = "ui_credential"
-# A signed cookie cannot be revoked server-side, so the sign-in itself carries its age and expires.
 SESSION_SECONDS = 12 * 3600
 # The stub types decorator_from_middleware's result as any view or view factory; it wraps a view in a view.
 with_session = cast(Callable[[View], View], decorator_from_middleware(SessionMiddleware))
@@ -73,6 +75,10 @@ class Viewer:
         return self.can_browse and self.delete_enabled
 
 
+class UiRequest(AuthenticatedHttpRequest):
+    viewer: Viewer  # set by ui_view
+
+
 def _credential(username: str) -> str | None:
     """A keyed fingerprint of the user's current htpasswd entry; None once the user is gone.
 
@@ -107,6 +113,9 @@ def viewer_for(request: HttpRequest) -> Viewer:
 
 
 def sign_in(request: HttpRequest, username: str) -> None:
+    # Sessions that ran out are deleted here (an indexed DELETE), so none outlive their 12 hours
+    # by long without a scheduled job.
+    request.session.clear_expired()
     request.session.flush()
     rotate_token(request)
     request.session[SESSION_USER] = username
@@ -116,7 +125,7 @@ def sign_in(request: HttpRequest, username: str) -> None:
 
 
 def sign_out(request: HttpRequest) -> None:
-    request.session.flush()
+    request.session.flush()  # deletes the session's row: its cookie, wherever copied, is dead
 
 
 def safe_next(request: HttpRequest, target: str | None) -> str:
@@ -182,8 +191,8 @@ def ui_view(*methods: str, browse: bool = True, account: bool = False) -> Callab
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            request.viewer = viewer = viewer_for(request)  # type: ignore[attr-defined]
+        def wrapper(request: UiRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            request.viewer = viewer = viewer_for(request)
             if request.method not in allowed:
                 response = error_page(request, 405, "Method not allowed",
                                       f"This page does not accept {request.method} requests.")
@@ -203,9 +212,26 @@ def ui_view(*methods: str, browse: bool = True, account: bool = False) -> Callab
                                   "The page could not be built. The error has been logged; "
                                   "try again, and if it persists, tell the registry operators.")
 
-        return with_session(csrf_protect(wrapper))
+        # Public to the authentication middleware: the UI enforces its own sign-in (above).
+        return public(_secure_cookies(with_session(csrf_protect(wrapper))))
 
     return decorate
+
+
+def _secure_cookies(view: View) -> View:
+    """The session and CSRF cookies are Secure when the request came over HTTPS (directly, or
+    through a trusted proxy's X-Forwarded-Proto: regsite.forwarded): a browser then never sends
+    them over plain HTTP. Over plain HTTP they could not be Secure, or the browser would drop them."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        if request.is_secure():
+            for cookie in response.cookies.values():
+                cookie["secure"] = True
+        return response
+
+    return wrapper
 
 
 def not_found(request: HttpRequest) -> HttpResponse:

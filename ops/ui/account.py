@@ -8,31 +8,33 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from ops.ui import access
-from ops.ui.access import error_page, page, ui_view
+from ops.ui.access import UiRequest, error_page, page, ui_view
 from ops.ui.forms import RevokeForm, SignInForm, TokenForm
 from tokens import services
-from tokens.services import InvalidTokenRequest, TokenNotFound
-from tokens.throttle import Throttled, verify_password
+from tokens.access import Role
+from tokens.login import password_login
+from tokens.services import InvalidTokenRequest, TokenNotFound, TooManyTokens
+from tokens.throttle import Throttled
 
 HASH_PREFIX = re.compile(r"[0-9a-f]{16}")
 ROLE_HELP = {
-    "read": "pull images",
-    "write": "pull and push images",
-    "admin": "pull, push and delete",
+    Role.READ: "pull images",
+    Role.WRITE: "pull and push images",
+    Role.ADMIN: "pull, push and delete",
 }
 
 
 @ui_view("GET", "POST", browse=False)
-def sign_in(request: HttpRequest) -> HttpResponse:
+def sign_in(request: UiRequest) -> HttpResponse:
     target = access.safe_next(request, request.POST.get("next") or request.GET.get("next"))
-    if request.viewer.signed_in and request.method == "GET":  # type: ignore[attr-defined]
+    if request.viewer.signed_in and request.method == "GET":
         return HttpResponseRedirect(target)
     form = SignInForm(request.POST if request.method == "POST" else None)
     status, retry_after = 200, 0
     if form.is_valid():
         username, password = form.cleaned_data["username"], form.cleaned_data["password"]
         try:
-            if verify_password(username, password, request.META.get("REMOTE_ADDR") or "unknown"):
+            if password_login(request, username, password):
                 access.sign_in(request, username)
                 return HttpResponseRedirect(target)
             form.add_error(None, "Wrong username or password.")
@@ -56,8 +58,9 @@ def sign_out(request: HttpRequest) -> HttpResponse:
 
 
 @ui_view("GET", "POST", browse=False, account=True)
-def tokens(request: HttpRequest) -> HttpResponse:
-    owner = request.viewer.username  # type: ignore[attr-defined]
+def tokens(request: UiRequest) -> HttpResponse:
+    owner = request.viewer.username
+    assert owner is not None  # ui_view(account=True) let only a signed-in user in
     form, created, status = TokenForm(), None, 200
     if request.method == "POST":
         form = TokenForm(request.POST)
@@ -68,11 +71,13 @@ def tokens(request: HttpRequest) -> HttpResponse:
                 form = TokenForm()
             except InvalidTokenRequest as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            except TooManyTokens as exc:
+                form.add_error(None, exc.message)
         if form.errors:
             status = 400
     return page(request, "tokens.html", {
         "nav": "tokens", "form": form, "created": created, "tokens": services.list_tokens(owner),
-        "roles": [(role, ROLE_HELP.get(role, "")) for role in services.ROLES],
+        "roles": [(role.value, ROLE_HELP[role]) for role in Role],
         "revoked": _revoked(request),
     }, status)
 
@@ -84,13 +89,13 @@ def _revoked(request: HttpRequest) -> str:
 
 
 @ui_view("POST", browse=False, account=True)
-def revoke(request: HttpRequest) -> HttpResponse:
+def revoke(request: UiRequest) -> HttpResponse:
     form = RevokeForm(request.POST)
     if not form.is_valid():
         return error_page(request, 400, "No token chosen", "Choose a token to revoke from the list.")
     prefix = form.cleaned_data["hash_prefix"]
     try:
-        services.revoke_token(request.viewer.username, prefix)  # type: ignore[attr-defined]
+        services.revoke_token(request.viewer.username, prefix)
     except InvalidTokenRequest as exc:
         return error_page(request, 400, "Not a token", exc.message)
     except TokenNotFound:

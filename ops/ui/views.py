@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from ops.ui import queries
-from ops.ui.access import error_page, not_found, page, ui_view
+from ops.ui.access import UiRequest, error_page, not_found, page, ui_view
 from ops.ui.configs import read_config
 from ops.ui.forms import RepositoryDeleteForm
 from ops.ui.manifests import summarize
@@ -93,9 +93,9 @@ def manifest_detail(request: HttpRequest, name: str, reference: str) -> HttpResp
 
 
 @ui_view("GET", "POST")
-def delete_manifest(request: HttpRequest, name: str, reference: str) -> HttpResponse:
+def delete_manifest(request: UiRequest, name: str, reference: str) -> HttpResponse:
     """GET asks for confirmation; POST deletes. A tag deletes only the tag, a digest the manifest."""
-    if not request.viewer.can_delete:  # type: ignore[attr-defined]
+    if not request.viewer.can_delete:
         raise DeleteDisabled("deletes are disabled")
     info = queries.manifest(name, reference)
     by_digest = is_digest_like(reference)
@@ -111,9 +111,9 @@ def delete_manifest(request: HttpRequest, name: str, reference: str) -> HttpResp
 
 
 @ui_view("GET", "POST")
-def delete_repository(request: HttpRequest, name: str) -> HttpResponse:
+def delete_repository(request: UiRequest, name: str) -> HttpResponse:
     """GET asks for the name to be typed again; POST with it deletes the whole repository."""
-    if not request.viewer.can_delete:  # type: ignore[attr-defined]
+    if not request.viewer.can_delete:
         raise DeleteDisabled("deletes are disabled")
     info = queries.repository(name)
     form = RepositoryDeleteForm(request.POST if request.method == "POST" else None)

@@ -9,8 +9,10 @@ from registry.media_types import OCI_INDEX
 from registry.services import catalog, referrers, tags
 from registry.services.pagination import parse_last, parse_limit
 from registry.views.base import json_response, registry_view
+from tokens.access import login_optional
 
 
+@login_optional
 @registry_view("GET")
 def base(request: HttpRequest) -> HttpResponse:
     return json_response({})

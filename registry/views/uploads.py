@@ -8,6 +8,7 @@ from registry.http import has_body, parse_content_range, request_body
 from registry.services import blobs, uploads
 from registry.services.exceptions import DigestInvalid, UploadOutOfOrder
 from registry.views.base import empty, registry_view
+from regsite.forwarded import client_address
 
 
 def _upload_url(name: str, upload_id: str) -> str:
@@ -45,11 +46,12 @@ def upload_start(request: HttpRequest, name: str) -> HttpResponse:
 
 def session_owner(request: HttpRequest) -> str:
     """Whose upload sessions a new one counts with: its user's (a token's, its owner's), or the
-    client address's when anonymous (authentication off)."""
+    client address's when anonymous (authentication off): behind a trusted proxy, the client's
+    (regsite.forwarded), not the proxy's, which every client shares."""
     principal = getattr(request, "principal", None)
     if principal is not None and principal.is_authenticated:
         return f"user:{principal.name}"[:255]
-    return f"address:{request.META.get('REMOTE_ADDR') or 'unknown'}"
+    return f"address:{client_address(request)}"
 
 
 @registry_view("GET", "PATCH", "PUT", "DELETE")

@@ -8,16 +8,18 @@ from typing import Any, TextIO
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from regsite.config import PATHS_NOTE
-from tokens import htpasswd
+from tokens import htpasswd, services
 
 
 class Command(BaseCommand):
     help = (
         "Write a bcrypt entry for USERNAME into the htpasswd file ([auth] htpasswd_file), creating "
         "the file if needed and replacing the user's old entry. The password comes from "
-        "--password-stdin or is prompted for on a terminal."
+        "--password-stdin or is prompted for on a terminal. A new user does not inherit the API "
+        "tokens of an earlier user of the same name: they are deleted."
         + " " + PATHS_NOTE
     )
     stealth_options = ("stdin",)
@@ -48,6 +50,16 @@ class Command(BaseCommand):
             raise CommandError(f"cannot write {path}: {exc.strerror}") from None
         verb = "Added user" if created else "Changed the password of"
         self.stdout.write(f"{verb} {options['username']} in {path}.")
+        if created and path == Path(settings.AUTH_HTPASSWD_FILE):
+            # Tokens left by an earlier user of this name were refused while the name was gone;
+            # they must not come back to life for the new user.
+            try:
+                purged = services.purge_tokens_of({options["username"]})
+            except DatabaseError as exc:  # the database token backend, before `manage.py migrate`
+                raise CommandError(f"added the user, but could not check for tokens left by an earlier "
+                                   f"user of that name ({exc}); run `manage.py purgetokens --orphaned`") from None
+            if purged:
+                self.stdout.write(f"Deleted {purged} tokens left by an earlier user named {options['username']}.")
 
     def _password(self, stdin: TextIO, from_stdin: bool) -> str:
         if from_stdin:

@@ -31,7 +31,7 @@ class Command(BaseCommand):
         try:
             created = services.create_token(options["username"], options["role"], options["ttl_days"],
                                             options["description"])
-        except services.InvalidTokenRequest as exc:
+        except (services.InvalidTokenRequest, services.TooManyTokens) as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(created.token)
         self.stderr.write(

@@ -12,8 +12,16 @@ from tokens import services
 COLUMNS = ("HASH_PREFIX", "OWNER", "ROLE", "CREATED", "EXPIRES", "STATE", "DESCRIPTION")
 
 
+def _state(record: services.TokenRecord) -> str:
+    if record.orphaned:
+        return "orphaned"
+    return "expired" if record.expired else "active"
+
+
 class Command(BaseCommand):
-    help = "List API tokens by hash prefix, owner, role, creation and expiry time." + " " + PATHS_NOTE
+    help = ("List API tokens by hash prefix, owner, role, creation and expiry time, and state: active, "
+            "expired, or orphaned (its owner is no longer in the htpasswd file: it is refused; "
+            "`manage.py purgetokens` removes it)." + " " + PATHS_NOTE)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", help="Only this user's tokens.")
@@ -22,14 +30,15 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         records = services.list_tokens(options["username"])
         if options["json"]:
-            self.stdout.write(json.dumps({"tokens": [r.as_dict() for r in records]}, indent=2))
+            self.stdout.write(json.dumps({"tokens": [{**r.as_dict(), "orphaned": r.orphaned} for r in records]},
+                                         indent=2))
             return
         if not records:
             self.stderr.write("No tokens.")
             return
         rows = [COLUMNS] + [
             (r.hash_prefix, r.owner, r.role, f"{r.created_at:%Y-%m-%d %H:%M}",
-             f"{r.expires_at:%Y-%m-%d %H:%M}", "expired" if r.expired else "active", r.description)
+             f"{r.expires_at:%Y-%m-%d %H:%M}", _state(r), r.description)
             for r in records
         ]
         widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]

@@ -1,0 +1,71 @@
+"""Under gunicorn: the token endpoints take JSON only (a cross-site text/plain or form POST from a web
+page fails) and read chunked bodies; a token dies with its user; one user holds a bounded number."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.support.auth import write_htpasswd
+from tests.support.rawhttp import Client, Reply
+from tests.support.server import RegistryServer
+
+pytestmark = pytest.mark.e2e
+ALICE = {"username": "alice", "password": "wonderland"}
+BOB = {"username": "bob", "password": "builder"}
+
+
+@pytest.fixture
+def server(start_registry: Callable[..., RegistryServer], tmp_path: Path) -> RegistryServer:
+    (tmp_path / "server").mkdir()
+    write_htpasswd(tmp_path / "server" / "users.htpasswd", {"alice": "wonderland", "bob": "builder"})
+    return start_registry(SVC_AUTH_ENABLED="true", SVC_AUTH_MAX_TOKENS_PER_USER="3")
+
+
+def post(http: Client, path: str, body: dict, content_type: str = "application/json", **kw: bool) -> Reply:
+    return http.request("POST", path, json.dumps(body).encode(), {"Content-Type": content_type}, **kw)
+
+
+def test_a_web_page_cannot_reach_the_token_endpoints(server: RegistryServer) -> None:
+    http = Client(server.host)
+    # What a cross-site <form> or fetch(..., {mode: "no-cors"}) can send without a preflight.
+    for content_type in ("text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded"):
+        reply = http.request("POST", "/api/tokens", json.dumps({**ALICE, "role": "admin"}).encode(),
+                             {"Content-Type": content_type, "Origin": "https://evil.example"})
+        assert reply.status == 415, (content_type, reply.body)
+    assert post(http, "/api/tokens/list", ALICE).json()["tokens"] == []
+
+
+def test_a_chunked_body_is_read(server: RegistryServer) -> None:
+    http = Client(server.host)
+    created = post(http, "/api/tokens", {**ALICE, "role": "write"}, chunked=True)
+    assert created.status == 201, created.body
+    listed = post(http, "/api/tokens/list", ALICE, chunked=True)
+    assert [t["hash_prefix"] for t in listed.json()["tokens"]] == [created.json()["hash_prefix"]]
+
+
+def test_a_token_dies_with_its_user(server: RegistryServer) -> None:
+    http = Client(server.host)
+    token = post(http, "/api/tokens", {**BOB, "role": "admin"}).json()["token"]
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert http.request("GET", "/v2/_catalog", headers=bearer).status == 200
+    write_htpasswd(server.workdir / "users.htpasswd", {"alice": "wonderland"})  # bob is removed
+    assert http.request("GET", "/v2/_catalog", headers=bearer).status == 401
+    listed = server.manage("listtokens")
+    assert "orphaned" in listed.stdout and "bob" in listed.stdout
+    purged = server.manage("purgetokens", "--orphaned")
+    assert purged.stdout.strip() == "deleted 1 orphaned tokens (of bob)"
+    write_htpasswd(server.workdir / "users.htpasswd", {"alice": "wonderland", "bob": "a new bob"})
+    assert http.request("GET", "/v2/_catalog", headers=bearer).status == 401  # not inherited
+
+
+def test_one_user_holds_at_most_max_tokens_per_user(server: RegistryServer) -> None:
+    http = Client(server.host)
+    for _ in range(3):
+        assert post(http, "/api/tokens", ALICE).status == 201
+    refused = post(http, "/api/tokens", ALICE)
+    assert refused.status == 400
+    assert "max_tokens_per_user" in refused.json()["error"]
+    assert post(http, "/api/tokens", BOB).status == 201

@@ -1,0 +1,164 @@
+"""Every database statement of the tokens app, as named functions returning small typed rows.
+
+The throttle and the token records read as domain code above these. One statement is written by
+hand: ``login_wait``, which runs before every password check (on every Basic-authenticated registry
+request); compiling the ORM query cost more than running it (figures in the commit that wrote it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from functools import cache
+from typing import Any, Callable, Iterable
+
+from django.db import connection, transaction
+from django.db.models import Count
+
+from tokens.models import LoginFailure, LoginThrottle, Token
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+# Failed logins per client address -------------------------------------------------------------
+
+@cache
+def _wait_sql() -> str:
+    table = connection.ops.quote_name(LoginThrottle._meta.db_table)
+    return f"SELECT next_attempt_at FROM {table} WHERE address = %s"
+
+
+def login_wait(address: str, now: datetime) -> datetime | None:
+    """Until when the address must wait before its next password check; None: it need not."""
+    with connection.cursor() as cursor:
+        cursor.execute(_wait_sql(), [address])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    until = row[0]
+    if isinstance(until, str):  # SQLite hands back text from a raw cursor
+        until = datetime.fromisoformat(until)
+    if until.tzinfo is None:
+        until = until.replace(tzinfo=timezone.utc)
+    return until if until > now else None
+
+
+Delay = Callable[[int], timedelta]  # failures so far -> how long the next attempt must wait
+
+
+def reserve_login_attempt(address: str, now: datetime, delay: Delay, forget: timedelta) -> datetime | None:
+    """Count a password check about to run as a failure, atomically: None when it may run, else
+    until when the address must wait. Concurrent callers (threads, workers, replicas) queue on the
+    address's row, so no more checks run than the count allows."""
+    with transaction.atomic():
+        # Insert-or-nothing, then lock: two first attempts from one address cannot both create it.
+        LoginThrottle.objects.bulk_create(
+            [LoginThrottle(address=address, failures=0, last_failure_at=EPOCH, next_attempt_at=EPOCH)],
+            ignore_conflicts=True)
+        row = LoginThrottle.objects.select_for_update().get(address=address)
+        if row.next_attempt_at > now:
+            return row.next_attempt_at
+        failures = 0 if row.last_failure_at <= now - forget else row.failures
+        row.failures = failures + 1
+        row.last_failure_at = now
+        row.next_attempt_at = now + delay(row.failures)
+        row.save(update_fields=["failures", "last_failure_at", "next_attempt_at"])
+    return None
+
+
+def refund_login_attempt(address: str, delay: Delay) -> None:
+    """Take back one reserved failure: the password was right."""
+    with transaction.atomic():
+        row = LoginThrottle.objects.select_for_update().filter(address=address).first()
+        if row is None or row.failures == 0:
+            return
+        row.failures -= 1
+        row.next_attempt_at = row.last_failure_at + delay(row.failures)
+        row.save(update_fields=["failures", "next_attempt_at"])
+
+
+def forget_login_throttles(before: datetime) -> int:
+    """Delete the rows of addresses whose last failure is older than ``before``."""
+    deleted, _ = LoginThrottle.objects.filter(last_failure_at__lt=before).delete()
+    return deleted
+
+
+# Failed logins per user ----------------------------------------------------------------------
+
+def record_user_failure(username: str, address: str, now: datetime) -> None:
+    LoginFailure.objects.create(username=username[:255], address=address[:64], failed_at=now)
+
+
+def addresses_failing_for(username: str, since: datetime, at_most: int) -> int:
+    """From how many addresses (counting up to ``at_most``) the user's logins failed since then."""
+    addresses = (LoginFailure.objects.filter(username=username[:255], failed_at__gt=since)
+                 .values_list("address", flat=True).distinct()[:at_most])
+    return len(list(addresses))
+
+
+def forget_user_failures(before: datetime) -> int:
+    deleted, _ = LoginFailure.objects.filter(failed_at__lte=before).delete()
+    return deleted
+
+
+# API tokens (the database backend) -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TokenRow:
+    digest: str
+    owner: str
+    role: str
+    description: str
+    created_at: datetime
+    expires_at: datetime
+
+
+_TOKEN_FIELDS = ("digest", "owner", "role", "description", "created_at", "expires_at")
+
+
+def _rows(values: Iterable[tuple[Any, ...]]) -> list[TokenRow]:
+    return [TokenRow(*row) for row in values]
+
+
+def token(digest: str) -> TokenRow | None:
+    row = Token.objects.filter(digest=digest).values_list(*_TOKEN_FIELDS).first()
+    return TokenRow(*row) if row is not None else None
+
+
+def save_token(row: TokenRow) -> None:
+    Token.objects.update_or_create(digest=row.digest, defaults={
+        "owner": row.owner, "role": row.role, "description": row.description,
+        "created_at": row.created_at, "expires_at": row.expires_at})
+
+
+def delete_token(digest: str) -> bool:
+    deleted, _ = Token.objects.filter(digest=digest).delete()
+    return bool(deleted)
+
+
+def tokens(prefix: str = "") -> list[TokenRow]:
+    """Every token, or those whose digest starts with ``prefix``, oldest first."""
+    rows = Token.objects.filter(digest__startswith=prefix) if prefix else Token.objects.all()
+    return _rows(rows.order_by("created_at", "digest").values_list(*_TOKEN_FIELDS))
+
+
+def tokens_of(owner: str) -> list[TokenRow]:
+    """One user's tokens, oldest first: an indexed lookup, whatever the others hold."""
+    return _rows(Token.objects.filter(owner=owner).order_by("created_at", "digest").values_list(*_TOKEN_FIELDS))
+
+
+def live_token_count_of(owner: str, now: datetime) -> int:
+    return Token.objects.filter(owner=owner, expires_at__gt=now).count()
+
+
+def live_tokens_by_role(now: datetime) -> dict[str, int]:
+    rows = Token.objects.filter(expires_at__gt=now).values_list("role").annotate(count=Count("digest"))
+    return {role: count for role, count in rows}
+
+
+def delete_tokens_expired_before(moment: datetime) -> int:
+    deleted, _ = Token.objects.filter(expires_at__lte=moment).delete()
+    return deleted
+
+
+def token_owners() -> set[str]:
+    return set(Token.objects.values_list("owner", flat=True).distinct())
