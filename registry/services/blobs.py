@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from registry.digests import Digest
 from registry.models import Blob, BlobLink, Repository
+from registry.policies import quotas
 from registry.services.common import check_name, ensure_repository, get_repository, parse_digest
 from registry.services.digest_locks import lock_digests
 from registry.services.exceptions import BlobUnknown, DeleteDisabled, NameUnknown
@@ -89,6 +90,7 @@ def link(
     """
     drv = driver or default_driver()
     if source is not None and drv.remote:
+        quotas.precheck(repository.name, str(digest), size)  # before a copy that is not undone
         # A copy inside an object store takes as long as the blob is large: done before the
         # transaction, which then only checks that the data is there. The copy is new, so the
         # collector's grace period keeps it until the row exists. Copying over a stored copy of
@@ -97,6 +99,7 @@ def link(
         source = None
     with transaction.atomic():
         lock_digests([str(digest)])
+        quotas.charge(repository.name, str(digest), size)  # QuotaExceeded rolls all of this back
         try:
             drv.stat(paths.blob_data(digest))
         except PathNotFound:
@@ -165,6 +168,6 @@ def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
         repository = get_repository(name)
     except NameUnknown:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)}) from None
-    deleted, _ = BlobLink.objects.filter(repository=repository, blob__digest=str(digest)).delete()
+    deleted = quotas.delete_links(BlobLink.objects.filter(repository=repository, blob__digest=str(digest)))
     if not deleted:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)})

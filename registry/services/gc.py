@@ -31,6 +31,7 @@ from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
+from registry.policies import quotas
 from registry.services import sweep, uploads
 from registry.services.sweep import Report
 from registry.storage import default_driver
@@ -162,7 +163,7 @@ class _Run:
                 .exclude(Exists(referenced))
                 .values_list("id", flat=True)
             )
-            BlobLink.objects.filter(id__in=still).delete()
+            quotas.delete_links(BlobLink.objects.filter(id__in=still))
         return [row for row in rows if row[0] in still]
 
     # -- blobs ---------------------------------------------------------------------------------
@@ -226,7 +227,7 @@ class _Run:
                 .values_list("id", "digest", "size")
             )
             ids = [row[0] for row in still]
-            BlobLink.objects.filter(blob_id__in=ids).delete()
+            quotas.delete_links(BlobLink.objects.filter(blob_id__in=ids))
             Blob.objects.filter(id__in=ids).delete()
         return [(digest, size) for _id, digest, size in still]
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from registry.digests import Digest, is_digest_like
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
+from registry.policies import immutable, pulls
 from registry.services import manifest_format
 from registry.services.common import (
     check_name,
@@ -84,7 +85,8 @@ def put(
                 )
                 _check_references(repository, parsed)
                 manifest = _store(repository, str(digest), body, parsed)
-                _point_tags(repository, manifest, list(dict.fromkeys(tags)))
+                movable = immutable.guard(repository, manifest.pk, list(dict.fromkeys(tags)))
+                _point_tags(repository, manifest, movable)
             break
         except IntegrityError:
             continue  # a concurrent push of the same manifest or tag won: retry against its rows
@@ -187,7 +189,8 @@ def _lookup_sql(by_digest: bool, with_body: bool) -> str:
     """The manifest lookup, built once: compiling it with the ORM was 2/3 of a manifest GET's CPU."""
     q = connection.ops.quote_name
     manifest, tag, repo = (q(model._meta.db_table) for model in (Manifest, Tag, Repository))
-    columns = "m.digest, m.media_type, m.size" + (", m.body" if with_body else "")
+    # The last two columns are for the last-pulled time (policies.pulls).
+    columns = "m.digest, m.media_type, m.size" + (", m.body" if with_body else "") + ", m.id, m.last_pulled_at"
     if by_digest:
         return (f"SELECT {columns} FROM {manifest} m JOIN {repo} r ON r.id = m.repository_id "
                 "WHERE r.name = %s AND m.digest = %s")
@@ -209,6 +212,8 @@ def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
     if row is None:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")
     body = bytes(row[3]) if with_body else None
+    if with_body:
+        pulls.record(row[-2], row[-1])
     return StoredManifest(row[0], row[1], row[2], body)
 
 
@@ -219,9 +224,11 @@ def delete(name: str, reference: str, delete_enabled: bool) -> None:
     check_name(name)
     by_digest, tag = _reference(reference)
     repository = get_repository(name)
-    if by_digest is not None:
-        deleted, _ = Manifest.objects.filter(repository=repository, digest=str(by_digest)).delete()
-    else:
-        deleted, _ = Tag.objects.filter(repository=repository, name=tag).delete()
+    with transaction.atomic():
+        immutable.check_delete(repository, tag, str(by_digest) if by_digest else None)
+        if by_digest is not None:
+            deleted, _ = Manifest.objects.filter(repository=repository, digest=str(by_digest)).delete()
+        else:
+            deleted, _ = Tag.objects.filter(repository=repository, name=tag).delete()
     if not deleted:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag, Upload
+from registry.policies import immutable, quotas
 from registry.services.common import get_repository
 from registry.storage import default_driver, paths
 from registry.storage.driver import StorageDriver, delete_if_exists
@@ -32,11 +33,12 @@ def delete_repository(name: str, driver: StorageDriver | None = None) -> Deleted
     """
     repository = get_repository(name)
     with transaction.atomic():
+        immutable.check_repository_delete(repository)
         # Children first and only ids loaded: manifest bodies can be megabytes each.
         ManifestReference.objects.filter(manifest__repository=repository).delete()
         tags, _ = Tag.objects.filter(repository=repository).delete()
         manifests, _ = Manifest.objects.filter(repository=repository).only("id").delete()
-        blob_links, _ = BlobLink.objects.filter(repository=repository).delete()
+        blob_links = quotas.delete_links(BlobLink.objects.filter(repository=repository))
         sessions = list(Upload.objects.filter(repository=repository).values_list("id", "storage_state"))
         Upload.objects.filter(repository=repository).delete()
         Repository.objects.filter(pk=repository.pk).delete()

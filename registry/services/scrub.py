@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from registry.digests import Digest, new_hasher
 from registry.models import Blob, BlobLink
+from registry.policies import quotas
 from registry.services import sweep
 from registry.services.digest_locks import lock_digests
 from registry.services.sweep import Report
@@ -122,7 +123,7 @@ def _repair(drv: StorageDriver, problem: Problem) -> Problem:
             # Corrupt data goes first, inside the transaction: a crash before the commit leaves a
             # row without data, which the next scrub removes, and no pull gets the bad bytes.
             delete_if_exists(drv, paths.blob_dir(digest))
-        BlobLink.objects.filter(blob__digest=problem.digest).delete()
+        quotas.delete_links(BlobLink.objects.filter(blob__digest=problem.digest))
         Blob.objects.filter(digest=problem.digest).delete()
     return Problem(problem.kind, problem.digest, problem.detail, repaired=True)
 

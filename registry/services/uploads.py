@@ -30,10 +30,12 @@ from django.utils import timezone
 from registry import hashing, queries
 from registry.digests import Digest, InvalidDigest, new_hasher
 from registry.models import Repository
+from registry.policies import quotas
 from registry.services import blobs
 from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import (
     DigestInvalid,
+    QuotaExceeded,
     SizeInvalid,
     UploadInvalid,
     UploadOutOfOrder,
@@ -104,6 +106,8 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
         raise DigestInvalid(str(exc)) from None
     drv = _driver(driver)
     _check_floor(drv)
+    check_name(name)
+    quotas.check_room(name)
     repository = ensure_repository(name)
     upload_id = uuid.uuid4().hex
     # A writer that commits nothing creates the session's (empty) file on a filesystem, and
@@ -364,9 +368,13 @@ def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id:
     # with the row that records it: a crash before the commit leaves data without a row, which the
     # collector removes, never a row without data.
     repository = Repository(id=repository_id, name=name)
-    with transaction.atomic():
-        blob = blobs.link(repository, digest, size, drv, source=paths.upload_data(upload_id))
-        queries.delete_session(upload_id)
+    try:
+        with transaction.atomic():
+            blob = blobs.link(repository, digest, size, drv, source=paths.upload_data(upload_id))
+            queries.delete_session(upload_id)
+    except QuotaExceeded:
+        _discard(upload_id, {}, drv)  # refused for good: the client must not resume it
+        raise
     _remove_data(upload_id, drv)
     return blobs.BlobInfo(blob.digest, blob.size)
 
