@@ -17,6 +17,7 @@ from ops.ui.manifests import summarize
 from registry.digests import is_digest_like
 from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
+from registry.policies.immutable import immutable_tags
 from registry.services.common import byte_order, check_tag, get_repository, parse_digest
 from registry.services.exceptions import ManifestUnknown
 from registry.services.referrers import referrer_rows
@@ -76,6 +77,8 @@ class TagRow:
     size: int
     platforms: list[str]
     pushed_at: datetime
+    last_pulled: datetime | None = None
+    immutable: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class UntaggedRow:
     size: int
     created_at: datetime
     index_child: bool
+    last_pulled: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ class ManifestInfo:
     created_at: datetime
     body: bytes
     tags: list[str] = field(default_factory=list)
+    last_pulled: datetime | None = None
 
 
 def artifact_type(stored: str) -> str:
@@ -203,15 +208,16 @@ def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[
     else:
         query = query.order_by("-updated_at", "-id")
     columns = ("name", "updated_at", "manifest_id", "manifest__digest", "manifest__media_type",
-               "manifest__artifact_type", "manifest__size")
+               "manifest__artifact_type", "manifest__size", "manifest__last_pulled_at")
     page = Paginator(query.values_list(*columns), PAGE_SIZE).get_page(page_number)
     manifest_ids = {row[2] for row in page.object_list}
     sizes = content_sizes(repo.id, manifest_ids)
     platforms = _platforms(manifest_ids)
+    fixed = immutable_tags(repo.name, [row[0] for row in page.object_list])
     rows = [
         TagRow(name, digest, media_type, artifact_type(kind), sizes.get(mid, size), platforms.get(mid, []),
-               pushed)
-        for name, pushed, mid, digest, media_type, kind, size in page.object_list
+               pushed, pulled, name in fixed)
+        for name, pushed, mid, digest, media_type, kind, size, pulled in page.object_list
     ]
     return page, rows
 
@@ -261,7 +267,7 @@ def untagged(repo: RepositoryInfo) -> tuple[int, list[UntaggedRow]]:
     total = query.count()
     rows = list(
         query.order_by("-created_at", "-id").values_list(
-            "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at"
+            "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at", "last_pulled_at"
         )[:UNTAGGED_LIMIT]
     )
     digests = [row[1] for row in rows]
@@ -273,8 +279,8 @@ def untagged(repo: RepositoryInfo) -> tuple[int, list[UntaggedRow]]:
     sizes = content_sizes(repo.id, [row[0] for row in rows])
     return total, [
         UntaggedRow(digest, media_type, artifact_type(kind), subject, sizes.get(pk) or size, created,
-                    digest in children)
-        for pk, digest, media_type, kind, subject, size, created in rows
+                    digest in children, pulled)
+        for pk, digest, media_type, kind, subject, size, created, pulled in rows
     ]
 
 
@@ -286,17 +292,18 @@ def manifest(name: str, reference: str) -> ManifestInfo:
         check_tag(reference)
         query = Manifest.objects.filter(repository=repo, tags__name=reference)
     row = query.values_list(
-        "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at", "body"
+        "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at", "body",
+        "last_pulled_at",
     ).first()
     if row is None:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")
-    pk, digest, media_type, kind, subject, size, created, body = row
+    pk, digest, media_type, kind, subject, size, created, body, pulled = row
     tag_names = list(
         Tag.objects.filter(manifest_id=pk).alias(key=byte_order("name")).order_by("key")
         .values_list("name", flat=True)
     )
     return ManifestInfo(repo.name, repo.pk, digest, media_type, artifact_type(kind), subject, size,
-                        created, bytes(body), tag_names)
+                        created, bytes(body), tag_names, pulled)
 
 
 def referrers(info: ManifestInfo) -> list[Referrer]:
