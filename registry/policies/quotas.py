@@ -80,11 +80,15 @@ def _counted(rule: QuotaRule, policies: Policies, digest: str) -> bool:
     return any(policies.quota_for(name) is rule for name in q.repositories_linking(digest))
 
 
+def _limit(rule: QuotaRule) -> str:
+    as_written = "" if rule.max_text.strip() == str(rule.max_bytes) else f" ({rule.max_text})"
+    return f"{_figures(rule.max_bytes)}{as_written}"
+
+
 def _refusal(rule: QuotaRule, repository: str, used: int, size: int) -> QuotaExceeded:
     return QuotaExceeded(
         f"quota {rule.title} exceeded: a blob of {_figures(size)} would take {rule.repositories} to "
-        f"{_figures(used + size)}, over its limit of {_figures(rule.max_bytes)} ({rule.max_text}); "
-        f"{_figures(used)} are in use",
+        f"{_figures(used + size)}, over its limit of {_limit(rule)}; {_figures(used)} are in use",
         {"quota": rule.name, "repository": repository, "limit": rule.max_bytes, "used": used, "size": size},
     )
 
@@ -126,8 +130,7 @@ def check_room(repository: str) -> None:
     if used >= rule.max_bytes:
         raise QuotaExceeded(
             f"quota {rule.title} is used up: {rule.repositories} holds {_figures(used)} of its limit of "
-            f"{_figures(rule.max_bytes)} ({rule.max_text}); delete images (garbage collection then "
-            "frees their blobs) or raise max_bytes",
+            f"{_limit(rule)}; delete images (garbage collection then frees their blobs) or raise max_bytes",
             {"quota": rule.name, "repository": repository, "limit": rule.max_bytes, "used": used, "size": 0},
         )
 
