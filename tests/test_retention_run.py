@@ -74,7 +74,7 @@ def test_dry_run_lists_every_removal_with_rule_and_clause_and_changes_nothing(cl
         f'the next collection removes manifest team/app@{images["t2"]}: [[retention]] #1 "team/*": its tags go '
         "(t2), pushed 180 days ago",
     ]
-    assert lines[-1] == ("retention: would remove 2 tags in 1 repositories; the next garbage collection removes "
+    assert lines[-1] == ("retention: would remove 2 tags in 1 repository; the next garbage collection removes "
                          "2 manifests, then the blobs only they use")
     assert Tag.objects.count() == 7
 

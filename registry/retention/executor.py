@@ -35,8 +35,15 @@ class Outcome:
 
     def summary(self, dry_run: bool) -> str:
         verb = "would remove" if dry_run else "removed"
-        return (f"retention: {verb} {self.tags} tags in {self.repositories} repositories; the next garbage "
-                f"collection removes {self.manifests} manifests, then the blobs only they use")
+        return (f"retention: {verb} {_count(self.tags, 'tag')} in {_count(self.repositories, 'repository')}; "
+                f"the next garbage collection removes {_count(self.manifests, 'manifest')}, then the blobs "
+                "only they use")
+
+
+def _count(number: int, noun: str) -> str:
+    if number == 1:
+        return f"1 {noun}"
+    return f"{number} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
 
 
 def snapshot(repository_id: int, name: str) -> planner.Snapshot:

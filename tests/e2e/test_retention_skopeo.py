@@ -116,7 +116,7 @@ def test_retention_keeps_exactly_the_expected_tags_and_the_collection_frees_the_
     real = registry.manage("retention")
 
     assert real.returncode == 0, real.stderr
-    assert real.stdout.splitlines()[-1] == ("retention: removed 4 tags in 1 repositories; the next garbage "
+    assert real.stdout.splitlines()[-1] == ("retention: removed 4 tags in 1 repository; the next garbage "
                                             "collection removes 4 manifests, then the blobs only they use")
     tags = json.loads(skopeo.run("list-tags", "--tls-verify=false", f"docker://{registry.host}/team/app").stdout)
     expected = sorted(set(TAGS) - set(REMOVED)) + [f"sha256-{images['t05'][0].split(':')[1]}.sig"]
