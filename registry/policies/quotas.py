@@ -143,20 +143,20 @@ def delete_links(links: QuerySet[BlobLink]) -> int:
         return links.delete()[0]
     with transaction.atomic():
         rows = q.link_rows(links)
-        rules = {policies.quota_for(name) for _id, name, _blob, _size in rows} - {None}
-        for rule in sorted(rules, key=lambda r: r.name):  # type: ignore[union-attr]
-            _locked_usage(rule, policies)  # type: ignore[arg-type]
+        rules = {rule.name: rule for _id, name, _blob, _size in rows if (rule := policies.quota_for(name))}
+        for name in sorted(rules):
+            _locked_usage(rules[name], policies)
         if rules:
             # Under the locks: the links still there are this transaction's to delete and account.
             rows = q.link_rows_by_id([row[0] for row in rows])
         deleted = q.delete_links_by_id([row[0] for row in rows])
-        for rule in rules:
-            freed: dict[int, int] = {blob: size for _id, name, blob, size in rows if policies.quota_for(name) is rule}
+        for rule in rules.values():
+            freed = {blob: size for _id, name, blob, size in rows if policies.quota_for(name) is rule}
             still = {blob for blob, name in q.repositories_linking_ids(list(freed))
                      if policies.quota_for(name) is rule}
             given_back = sum(size for blob, size in freed.items() if blob not in still)
             if given_back:
-                q.add_quota(rule.name, -given_back)  # type: ignore[union-attr]
+                q.add_quota(rule.name, -given_back)
     return deleted
 
 

@@ -190,9 +190,9 @@ def _lookup_sql(by_digest: bool, with_body: bool, vendor: str) -> str:
     """The manifest lookup, built once: compiling it with the ORM was 2/3 of a manifest GET's CPU."""
     q = connection.ops.quote_name
     manifest, tag, repo = (q(model._meta.db_table) for model in (Manifest, Tag, Repository))
-    # The last two columns are for the last-pulled time (policies.pulls).
-    columns = ("m.digest, m.media_type, m.size" + (", m.body" if with_body else "")
-               + f", m.id, {policy_queries.pull_is_due_sql(vendor)}")
+    # A GET (a pull) also reads what recording it needs (policies.pulls); a HEAD is no pull.
+    columns = "m.digest, m.media_type, m.size" + (
+        f", m.body, m.id, {policy_queries.pull_is_due_sql(vendor)}" if with_body else "")
     if by_digest:
         return (f"SELECT {columns} FROM {manifest} m JOIN {repo} r ON r.id = m.repository_id "
                 "WHERE r.name = %s AND m.digest = %s")
