@@ -158,3 +158,27 @@ def test_reconcile_corrects_a_wrong_figure_and_forgets_removed_rules(client) -> 
     assert quotas.reconcile() == 1
     assert _used() == 1000
     assert list(QuotaUsage.objects.values_list("name", flat=True)) == ["team"]
+
+
+def test_on_s3_an_upload_over_the_quota_is_refused_before_its_data_is_copied(client, settings) -> None:
+    from registry.storage import default_driver
+    from tests.support.s3 import BUCKET, moto_driver
+
+    with moto_driver(prefix="reg"):
+        settings.REGISTRY_STORAGE = {**settings.REGISTRY_STORAGE, "backend": "s3", "s3_bucket": BUCKET,
+                                     "s3_prefix": "reg", "s3_access_key": "testing", "s3_secret_key": "testing",
+                                     "s3_endpoint": "", "redirect_endpoint": ""}
+        default_driver.cache_clear()
+        driver = default_driver()
+        driver.client.create_bucket(Bucket=BUCKET)
+        try:
+            push_blob(client, "team/app", b"a" * 9000)
+            data = b"b" * 2000
+            location = start_upload(client, "team/app")["Location"]
+            _denied(put_upload(client, location, digest_of(data), data))
+            kept = digest_of(b"a" * 9000)
+            assert [info.path for info in driver.walk("blobs")] == [f"blobs/sha256/{kept[7:9]}/{kept[7:]}/data"]
+            assert list(driver.walk("uploads")) == []
+            assert _used() == 9000 == _counted()
+        finally:
+            default_driver.cache_clear()
