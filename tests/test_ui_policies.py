@@ -40,8 +40,9 @@ def test_a_repository_page_shows_its_rules_usage_immutable_tags_and_pulls(client
     latest = next(row for row in rows if ">latest</a>" in row)
     assert ">immutable</span>" in v1 and ">immutable</span>" not in latest
     assert "Delete tag v1" not in body and "Delete tag latest" in body
-    assert "just now" in v1.split('data-label="Last pulled"')[1]
-    assert "never" in latest.split('data-label="Last pulled"')[1]
+    assert "prod/app holds 1 immutable tag under" in body and "Delete repository…" not in body
+    assert v1.split('data-label="Last pulled">')[1].startswith("pulled <time")
+    assert latest.split('data-label="Last pulled">')[1].startswith("never pulled")
 
 
 def test_the_overview_lists_each_quota_with_its_usage(client: Client) -> None:

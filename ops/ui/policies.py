@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from registry import policy_queries as q
 from registry.policies import quotas
 from registry.policies.rules import ImmutableRule, QuotaRule, RetentionRule, current
 
@@ -32,6 +33,7 @@ class RepositoryRules:
     retention_clauses: list[str]
     immutable: ImmutableRule | None
     quota: QuotaFigures | None
+    immutable_count: int = 0  # tags of the repository the immutable rule covers
 
     @property
     def any(self) -> bool:
@@ -52,13 +54,15 @@ def retention_clauses(rule: RetentionRule) -> list[str]:
     return clauses
 
 
-def for_repository(name: str) -> RepositoryRules:
+def for_repository(name: str, repository_id: int) -> RepositoryRules:
     policies = current()
     retention = policies.retention_for(name)
     quota = policies.quota_for(name)
+    immutable = policies.immutable_for(name)
+    held = sum(1 for tag in q.tag_names(repository_id) if immutable.covers(tag)) if immutable else 0
     return RepositoryRules(
-        retention, retention_clauses(retention) if retention else [], policies.immutable_for(name),
-        QuotaFigures(quota, quotas.usage(quota, policies)) if quota else None,
+        retention, retention_clauses(retention) if retention else [], immutable,
+        QuotaFigures(quota, quotas.usage(quota, policies)) if quota else None, held,
     )
 
 

@@ -69,7 +69,7 @@ def repository_detail(request: HttpRequest, name: str) -> HttpResponse:
     return page(request, "repository.html", {
         "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort,
         "untagged_total": untagged_total, "untagged": untagged,
-        "deleted": _deleted(request, _deleted_reference), "rules": policies.for_repository(info.name),
+        "deleted": _deleted(request, _deleted_reference), "rules": policies.for_repository(info.name, info.id),
     })
 
 
