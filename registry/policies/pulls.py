@@ -4,8 +4,8 @@ A manifest GET (by tag or digest; HEAD is an existence check, not a pull) alread
 the database tells it in the same query whether a pull was recorded in the last minute
 (``ManifestRow.pull_due`` of queries.manifest_by_tag and manifest_by_digest); only when none was is
 the time written. A manifest pulled a thousand times a minute costs one write, and the conditional
-UPDATE keeps two workers that both read "due" from writing twice. A write that cannot be made (the database busy or read-only) never
-fails the pull.
+UPDATE keeps two workers that both read "due" from writing twice. A write that cannot be made (the
+database busy or read-only) never fails the pull.
 """
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ def current() -> Policies:
 
     lists = (settings.REGISTRY_RETENTION, settings.REGISTRY_IMMUTABLE, settings.REGISTRY_QUOTAS)
     cached = _cache
-    if cached is not None and all(a is b for a, b in zip(cached[0], lists)):
+    if cached is not None and all(a is b for a, b in zip(cached[0], lists, strict=True)):
         return cached[1]
     policies = Policies.from_config(*lists)
     _cache = (lists, policies)

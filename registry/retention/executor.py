@@ -95,9 +95,9 @@ def run(dry_run: bool = False, report: Report = _silent, now: datetime | None = 
         going = {m.manifest.id for m in plan.manifests}
         if not dry_run and plan.tags:
             going &= set(collectable(repository_id, name, moment) or {})
-        for removal in plan.manifests:
-            if removal.manifest.id in going:
-                report(f"the next collection removes manifest {name}@{removal.manifest.digest}: {removal.reason}")
+        for doomed in plan.manifests:
+            if doomed.manifest.id in going:
+                report(f"the next collection removes manifest {name}@{doomed.manifest.digest}: {doomed.reason}")
         outcome.manifests += len(going)
     return outcome
 

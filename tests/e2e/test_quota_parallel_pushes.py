@@ -76,7 +76,7 @@ def test_parallel_skopeo_pushes_never_end_above_the_quota(database, start_regist
     assert figures["registry_quota_limit_bytes"] == limit
     assert figures["registry_quota_usage_bytes"] <= limit
     assert figures["registry_quota_usage_bytes"] == files
-    for tag, result in zip(tags, results):
+    for tag, result in zip(tags, results, strict=True):
         if result.returncode == 0:
             skopeo.run("copy", "--src-tls-verify=false", f"docker://{registry.host}/team/{tag}",
                        f"oci:{tmp_path / 'out'}:{tag}")
@@ -84,5 +84,5 @@ def test_parallel_skopeo_pushes_never_end_above_the_quota(database, start_regist
     # figure right (a wrong one is logged as a warning and corrected).
     collected = registry.manage("garbagecollect")
     assert collected.returncode == 0, collected.stderr
-    assert "usage recorded as" not in collected.stderr and f'quota [[quota]] #1 "team": ' in collected.stdout
+    assert "usage recorded as" not in collected.stderr and 'quota [[quota]] #1 "team": ' in collected.stdout
     assert _usage(registry.host)["registry_quota_usage_bytes"] == files
