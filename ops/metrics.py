@@ -6,7 +6,8 @@ so whichever worker answers reports the whole service. Gauges that describe shar
 blobs, live tokens) are not kept in any process: they are read from the database and the token
 directory when Prometheus scrapes.
 
-Labels are bounded: an operation, an outcome, a mechanism, a role. Never a repository or a user.
+Labels are bounded: an operation, an outcome, a mechanism, a role, a configured rule's name. Never a
+repository or a user.
 """
 from __future__ import annotations
 
@@ -101,6 +102,7 @@ class StateCollector:
             stored = GaugeMetricFamily("registry_storage_bytes", "Bytes of blob data stored.")
             stored.add_metric([], totals.size)
             yield stored
+        yield from quota_gauges()
         try:
             by_role = active_tokens_by_role()
         except (OSError, DatabaseError) as exc:
@@ -112,6 +114,28 @@ class StateCollector:
         for role, count in by_role.items():
             tokens.add_metric([role], count)
         yield tokens
+
+
+def quota_gauges() -> Iterator[Metric]:
+    """Usage and limit of each [[quota]] rule, labelled with the rule's name (never a repository)."""
+    from registry.policies import quotas
+
+    try:
+        figures = quotas.usage_by_rule()
+    except DatabaseError as exc:
+        log.warning("metrics: quota usage unavailable: %s", exc)
+        return
+    if not figures:
+        return
+    used = GaugeMetricFamily("registry_quota_usage_bytes",
+                             "Bytes of the distinct blobs linked in the repositories of a [[quota]] rule.",
+                             labels=["rule"])
+    limit = GaugeMetricFamily("registry_quota_limit_bytes", "The max_bytes of a [[quota]] rule.", labels=["rule"])
+    for name, (rule, usage) in figures.items():
+        used.add_metric([name], usage)
+        limit.add_metric([name], rule.max_bytes)
+    yield used
+    yield limit
 
 
 def active_tokens_by_role() -> dict[str, int]:

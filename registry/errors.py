@@ -73,6 +73,7 @@ EXCEPTION_CODES: dict[type[Exception], tuple[ErrorCode, int | None]] = {
     exc.PaginationInvalid: (PAGINATION_NUMBER_INVALID, None),
     exc.RangeNotSatisfiable: (RANGE_INVALID, None),
     exc.DeleteDisabled: (UNSUPPORTED, None),
+    exc.PolicyDenied: (DENIED, None),
     StorageFull: (STORAGE_FULL, None),
 }
 

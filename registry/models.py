@@ -47,6 +47,8 @@ class Manifest(models.Model):
     subject_digest = models.CharField(max_length=200, blank=True, default="")
     annotations = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # When a GET (by tag or digest) last served it, to the minute: retention keeps what is pulled.
+    last_pulled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -117,3 +119,14 @@ class Lease(models.Model):
     owner = models.CharField(max_length=32, blank=True, default="")
     until = models.DateTimeField(null=True)
     data = models.JSONField(default=dict)
+
+
+class QuotaUsage(models.Model):
+    """The bytes a [[quota]] rule's repositories hold (each distinct blob once), kept exact in the
+    transactions that link and unlink blobs, which lock this row (registry.policies.quotas).
+    ``scope`` says which rules the figure was counted under; another scope means count again."""
+
+    name = models.CharField(max_length=255, primary_key=True)
+    scope = models.CharField(max_length=64, blank=True, default="")
+    used_bytes = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)

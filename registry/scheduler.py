@@ -8,9 +8,11 @@ lock) run at a time, and the time kept with the lock makes the run happen once p
 whichever worker gets there first. ``manage.py garbagecollect`` takes the same lock, so a manual or
 cron collection and a scheduled one never overlap.
 
-A scheduled run collects blobs and expired uploads with ``[gc] grace_hours``; it never deletes
-untagged manifests, which only an explicit ``garbagecollect --delete-untagged`` does. It also
-purges expired API tokens (``manage.py purgetokens --expired`` does the same by hand).
+A scheduled run first applies the ``[[retention]]`` rules (registry.retention: they remove tags),
+then collects blobs and expired uploads with ``[gc] grace_hours``, and the manifests the retention
+rules leave to go; elsewhere it never deletes untagged manifests, which only an explicit
+``garbagecollect --delete-untagged`` does. It also purges expired API tokens (``manage.py
+purgetokens --expired`` does the same by hand).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from django.conf import settings
 from django.db import connections
 
 from registry.locks import Held, LockHeld, default_locks
+from registry.retention import executor as retention
 from registry.services import gc
 from registry.storage import paths
 
@@ -76,6 +79,9 @@ def run_if_due(now: float | None = None) -> gc.Result | None:
                 return None
             log.info("scheduled garbage collection started")
             try:
+                applied = retention.run(report=log.info)
+                if applied.repositories:
+                    log.info("%s", applied.summary(dry_run=False))
                 options = gc.Options(grace=timedelta(hours=settings.REGISTRY_GC_GRACE_HOURS))
                 result = gc.collect(options, report=log.debug)
             finally:

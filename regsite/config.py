@@ -509,3 +509,13 @@ def load_or_exit(
         print(f"configuration error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     return cfg
+
+
+def _register_tables() -> None:
+    # Features declare their tables in their own modules, which need the names above.
+    from regsite import policy_config
+
+    policy_config.register(LISTS, LIST_VALIDATORS)
+
+
+_register_tables()

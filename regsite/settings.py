@@ -113,6 +113,10 @@ REGISTRY_MAX_UPLOAD_SESSIONS: int = SVC["registry"]["max_upload_sessions"]
 REGISTRY_GC_INTERVAL_HOURS: int = SVC["gc"]["interval_hours"]
 REGISTRY_GC_GRACE_HOURS: int = SVC["gc"]["grace_hours"]
 REGISTRY_MIN_FREE_BYTES: int = SVC["storage"]["min_free_bytes"]
+# Governance rules ([[retention]], [[immutable]], [[quota]]), read by registry.policies.rules.
+REGISTRY_RETENTION: list[dict] = SVC["retention"]
+REGISTRY_IMMUTABLE: list[dict] = SVC["immutable"]
+REGISTRY_QUOTAS: list[dict] = SVC["quota"]
 
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])

@@ -11,6 +11,8 @@ import pytest
 from regsite import config
 
 ROOT = Path(__file__).resolve().parents[1]
+# The defaults, and no entries in the arrays of tables ([[retention]], ...).
+DEFAULTS = {**config.DEFAULTS, **{table: [] for table in config.LISTS}}
 
 
 @pytest.fixture
@@ -26,7 +28,7 @@ def toml(tmp_path: Path):
 def test_it_uses_the_defaults_without_a_file_or_environment(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     cfg = config.load({})
-    assert cfg == config.DEFAULTS
+    assert cfg == DEFAULTS
     assert cfg["registry"]["delete_enabled"] is True
     assert cfg["registry"]["max_manifest_bytes"] == 4 * 1024 * 1024
     assert cfg["storage"]["root"] == "data/registry"
@@ -82,7 +84,7 @@ def test_it_parses_booleans_from_the_environment(tmp_path, monkeypatch, raw, exp
 
 def test_it_ignores_environment_variables_that_are_not_keys(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert config.load({"SVC_SECRET_KEY": "x", "OTHER": "y"}) == config.DEFAULTS
+    assert config.load({"SVC_SECRET_KEY": "x", "OTHER": "y"}) == DEFAULTS
 
 
 @pytest.mark.parametrize(

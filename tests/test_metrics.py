@@ -15,7 +15,7 @@ from tokens import services
 
 pytestmark = pytest.mark.django_db
 
-ALLOWED_REGISTRY_LABELS = {"version", "operation", "outcome", "event", "mechanism", "role"}
+ALLOWED_REGISTRY_LABELS = {"version", "operation", "outcome", "event", "mechanism", "role", "rule"}
 
 
 def promtool() -> str:

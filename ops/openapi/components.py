@@ -38,6 +38,15 @@ def response(description: str, schema: Spec | None = None, example: Any = None,
     return spec
 
 
+def _denied_or(description: str, policy_example: Any) -> Spec:
+    """A 403 from the authentication layer (AuthError) or from a governance rule (the envelope)."""
+    schema = {"anyOf": [ref("schemas", "AuthError"), ref("schemas", "ErrorEnvelope")]}
+    role = {"error": "insufficient role: token 3f9a1c0e5b7d2a64 has role read, push needs write",
+            "errors": [{"code": "DENIED", "message": "requested access to the resource is denied"}]}
+    examples = {"role": {"value": role}, "policy": {"value": policy_example}}
+    return {"description": description, "content": {JSON: {"schema": schema, "examples": examples}}}
+
+
 def error_codes() -> list[str]:
     codes = {value.code for value in vars(errors).values() if isinstance(value, errors.ErrorCode)}
     return sorted(codes)
@@ -326,6 +335,23 @@ RESPONSES: dict[str, Spec] = {
         ref("schemas", "ErrorEnvelope"), headers={"Retry-After": ref("headers", "RetryAfter")},
     ),
     "RegistryError": response("A registry error, in the OCI envelope.", ref("schemas", "ErrorEnvelope")),
+    "DeniedOrImmutable": _denied_or(
+        "The credentials' role does not allow this action, or an `[[immutable]]` rule refuses it: a push "
+        "that would move an immutable tag elsewhere (pushing the same digest again succeeds), or a delete of "
+        "an immutable tag or of a manifest carrying one. The message names the rule.",
+        {"errors": [{"code": "DENIED", "message": "tag 'v1' is immutable under [[immutable]] #1 \"prod/*\" "
+                     "(tags ^v.*) in prod/app: it points to sha256:4c1e... and no push may move it; push under a "
+                     "new tag", "detail": {"tag": "v1", "rule": "prod/*", "digest": "sha256:4c1e..."}}]}),
+    "DeniedOrQuota": _denied_or(
+        "The credentials' role does not allow this action, or a `[[quota]]` rule refuses it: a new upload "
+        "into repositories whose quota is used up, or a blob (uploaded or mounted) that would take their "
+        "usage over the limit; a refused upload's session and data are discarded. The message names the "
+        "quota and gives the figures.",
+        {"errors": [{"code": "DENIED", "message": "quota [[quota]] #1 \"team/*\" exceeded: a blob of 200 MiB "
+                     "(209715200 bytes) would take team/* to 50.1 GiB (53796814848 bytes), over its limit of "
+                     "50 GiB (53687091200 bytes) (50GiB); 49.9 GiB (53587091648 bytes) are in use",
+                     "detail": {"quota": "team/*", "repository": "team/app", "limit": 53687091200,
+                                "used": 53587091648, "size": 209715200}}]}),
     "MethodNotAllowed": response("The method is not allowed on this path.", ref("schemas", "ErrorEnvelope"),
                                  headers={"Allow": {"schema": {"type": "string"}}}),
     "JsonMethodNotAllowed": response("The method is not allowed on this path.", ref("schemas", "JsonError"),

@@ -28,9 +28,10 @@ def _header(name: str, description: str, required: bool = False) -> Spec:
             "schema": {"type": "string"}}
 
 
-def _errors(*statuses: int) -> dict[str, Spec]:
-    """401/403 from the auth layer, 405 for other verbs, and the registry errors listed."""
-    out: dict[str, Spec] = {"401": ref("responses", "Unauthorized"), "403": ref("responses", "Denied"),
+def _errors(*statuses: int, denied: str = "Denied") -> dict[str, Spec]:
+    """401/403 from the auth layer (403 also from a governance rule: ``denied``), 405 for other
+    verbs, and the registry errors listed."""
+    out: dict[str, Spec] = {"401": ref("responses", "Unauthorized"), "403": ref("responses", denied),
                             "405": ref("responses", "MethodNotAllowed")}
     for status in statuses:
         out[str(status)] = ref("responses", "RegistryError")
@@ -115,12 +116,12 @@ def _manifest() -> Spec:
                     parameters=[accept]),
         "put": _op("Push a manifest", "putManifest",
                    {"201": response("Stored.", headers=put_headers),
-                    "413": ref("responses", "RegistryError"), **_errors(400, 404)},
+                    "413": ref("responses", "RegistryError"), **_errors(400, 404, denied="DeniedOrImmutable")},
                    parameters=[tag_param], request_body={"required": True, "content": content},
                    description="Every blob and child manifest it references must be in the repository "
                                "(400 MANIFEST_BLOB_UNKNOWN). Bodies over the configured limit get 413."),
         "delete": _op("Delete a manifest or untag", "deleteManifest",
-                      {"202": response("Deleted."), **_errors(400, 404)},
+                      {"202": response("Deleted."), **_errors(400, 404, denied="DeniedOrImmutable")},
                       description="By digest: the manifest and its tags. By tag: only the tag. 405 "
                                   "UNSUPPORTED when deletes are disabled."),
     }
@@ -158,7 +159,7 @@ def _upload_start() -> Spec:
                         "`[registry] max_upload_sessions` upload sessions.", ref("schemas", "ErrorEnvelope"),
                         headers={"Retry-After": _h("RetryAfter")}),
         "507": ref("responses", "RegistryError"),
-        **_errors(400, 404),
+        **_errors(400, 404, denied="DeniedOrQuota"),
     }
     return {"parameters": [_p("name")],
             "post": _op("Start an upload, upload monolithically, or mount", "startUpload", responses,
@@ -182,7 +183,7 @@ def _upload_session() -> Spec:
                                  "transfer encoding to stream the blob."),
         "put": _op("Complete an upload", "completeUpload",
                    {"201": _created("Blob stored."), "416": ref("responses", "RegistryError"),
-                    "507": ref("responses", "RegistryError"), **not_found},
+                    "507": ref("responses", "RegistryError"), **_errors(400, 404, denied="DeniedOrQuota")},
                    parameters=[digest, content_range], request_body={"required": False, "content": BINARY},
                    description="Optionally with a last chunk. 400 DIGEST_INVALID when the data does not "
                                "match `digest`; the session is then discarded."),

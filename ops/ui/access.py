@@ -176,6 +176,8 @@ def registry_error_page(request: HttpRequest, error: exc.RegistryError) -> HttpR
     if isinstance(error, NOT_FOUND):
         return error_page(request, 404, "Not found",
                           f"{error.message.capitalize()}. It may have been deleted.")
+    if isinstance(error, exc.PolicyDenied):
+        return error_page(request, 403, "Refused by the registry's rules", error.message)
     if isinstance(error, exc.DeleteDisabled):
         return error_page(request, 403, "Deletes are disabled",
                           "This registry is configured with deletes disabled "

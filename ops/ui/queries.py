@@ -18,6 +18,7 @@ from registry import queries as shared
 from registry.digests import is_digest_like
 from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Tag
+from registry.policies.immutable import immutable_tags
 from registry.queries import byte_order
 from registry.services.common import check_tag, get_repository, parse_digest
 from registry.services.exceptions import ManifestUnknown
@@ -78,6 +79,8 @@ class TagRow:
     size: int
     platforms: list[str]
     pushed_at: datetime
+    last_pulled: datetime | None = None
+    immutable: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class UntaggedRow:
     size: int
     created_at: datetime
     index_child: bool
+    last_pulled: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class ManifestInfo:
     created_at: datetime
     body: bytes
     tags: list[str] = field(default_factory=list)
+    last_pulled: datetime | None = None
 
 
 def artifact_type(stored: str) -> str:
@@ -201,15 +206,16 @@ def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[
     else:
         query = query.order_by("-updated_at", "-id")
     columns = ("name", "updated_at", "manifest_id", "manifest__digest", "manifest__media_type",
-               "manifest__artifact_type", "manifest__size")
+               "manifest__artifact_type", "manifest__size", "manifest__last_pulled_at")
     page = Paginator(query.values_list(*columns), PAGE_SIZE).get_page(page_number)
     manifest_ids = {row[2] for row in page.object_list}
     sizes = content_sizes(repo.id, manifest_ids)
     platforms = _platforms(manifest_ids)
+    fixed = immutable_tags(repo.name, [row[0] for row in page.object_list])
     rows = [
         TagRow(name, digest, media_type, artifact_type(kind), sizes.get(mid, size), platforms.get(mid, []),
-               pushed)
-        for name, pushed, mid, digest, media_type, kind, size in page.object_list
+               pushed, pulled, name in fixed)
+        for name, pushed, mid, digest, media_type, kind, size, pulled in page.object_list
     ]
     return page, rows
 
@@ -259,7 +265,7 @@ def untagged(repo: RepositoryInfo) -> tuple[int, list[UntaggedRow]]:
     total = query.count()
     rows = list(
         query.order_by("-created_at", "-id").values_list(
-            "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at"
+            "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at", "last_pulled_at"
         )[:UNTAGGED_LIMIT]
     )
     digests = [row[1] for row in rows]
@@ -271,8 +277,8 @@ def untagged(repo: RepositoryInfo) -> tuple[int, list[UntaggedRow]]:
     sizes = content_sizes(repo.id, [row[0] for row in rows])
     return total, [
         UntaggedRow(digest, media_type, artifact_type(kind), subject, sizes.get(pk) or size, created,
-                    digest in children)
-        for pk, digest, media_type, kind, subject, size, created in rows
+                    digest in children, pulled)
+        for pk, digest, media_type, kind, subject, size, created, pulled in rows
     ]
 
 
@@ -287,7 +293,8 @@ def manifest(name: str, reference: str) -> ManifestInfo:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")
     details = shared.manifest_details(row.id)
     return ManifestInfo(repo.name, repo.id, row.digest, row.media_type, artifact_type(details.artifact_type),
-                        details.subject_digest, row.size, details.created_at, row.body or b"", shared.tags_of(row.id))
+                        details.subject_digest, row.size, details.created_at, row.body or b"", shared.tags_of(row.id),
+                        details.last_pulled_at)
 
 
 def referrers(info: ManifestInfo) -> list[Referrer]:

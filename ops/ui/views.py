@@ -9,12 +9,13 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from ops.ui import queries
+from ops.ui import policies, queries
 from ops.ui.access import UiRequest, error_page, not_found, page, ui_view
 from ops.ui.configs import read_config
 from ops.ui.forms import RepositoryDeleteForm
 from ops.ui.manifests import summarize
 from registry.digests import Digest, is_digest_like
+from registry.policies.immutable import immutable_tags
 from registry.names import is_valid_name, is_valid_tag
 from registry.services import manifests, repositories
 from registry.services.exceptions import DeleteDisabled
@@ -44,7 +45,8 @@ DESCRIPTORS_PER_PAGE = 100
 
 @ui_view("GET")
 def home(request: HttpRequest) -> HttpResponse:
-    return page(request, "home.html", {"nav": "home", "overview": queries.overview()})
+    return page(request, "home.html", {"nav": "home", "overview": queries.overview(),
+                                       "quotas": policies.all_quotas()})
 
 
 @ui_view("GET")
@@ -67,7 +69,7 @@ def repository_detail(request: HttpRequest, name: str) -> HttpResponse:
     return page(request, "repository.html", {
         "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort,
         "untagged_total": untagged_total, "untagged": untagged,
-        "deleted": _deleted(request, _deleted_reference),
+        "deleted": _deleted(request, _deleted_reference), "rules": policies.for_repository(info.name),
     })
 
 
@@ -89,6 +91,7 @@ def manifest_detail(request: HttpRequest, name: str, reference: str) -> HttpResp
         "children": [{"child": c, "stored": c.digest in linked, "content_size": linked.get(c.digest)}
                      for c in children],
         "subject_stored": summary.subject in linked,
+        "immutable_tags": sorted(immutable_tags(name, info.tags)),
     })
 
 

@@ -4,11 +4,12 @@ share (building them once, the byte-order rule) is in ``_sql``.
 
     repositories   lookup by name, the ones with content (catalog, UI), deleting one
     blobs          a blob through a repository, linking, mounting, collection and scrub
-    manifests      by tag or digest (API and UI), storing, the collector's reference graph
-    tags           pointing, listing in byte order
+    manifests      by tag or digest (API and UI), recording pulls, storing, the reference graph
+    tags           pointing, listing in byte order, immutable ones, what retention plans over
     referrers      pages of the manifests that name a subject
     uploads        upload sessions and their leases
     locks          named leases and per-digest locks
+    quotas         the usage rows of [[quota]] rules, counted again from the links
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from registry.queries.blobs import (
     BlobTotals,
     LinkRow,
     MountSource,
+    QuotaLink,
     StoredBlob,
     blob_count,
     blob_exists,
@@ -33,6 +35,12 @@ from registry.queries.blobs import (
     linked_since,
     links_created_before,
     mount_sources,
+    quota_links_by_id,
+    quota_links_in_repository,
+    quota_links_of_blobs,
+    quota_links_of_digest,
+    repositories_linking,
+    repositories_linking_blobs,
     unlink_blob,
 )
 from registry.queries.locks import (
@@ -59,6 +67,17 @@ from registry.queries.manifests import (
     manifest_id,
     manifest_nodes,
     stored_manifests,
+    touch_pulled,
+)
+from registry.queries.quotas import (
+    QuotaRow,
+    add_quota,
+    create_quota,
+    delete_quota_rows_except,
+    lock_quota,
+    quota_rows,
+    set_quota,
+    usage_of,
 )
 from registry.queries.referrers import ReferrerRow, annotations_of, referrer_rows
 from registry.queries.repositories import (
@@ -71,7 +90,20 @@ from registry.queries.repositories import (
     find_repository,
     with_content,
 )
-from registry.queries.tags import delete_tag, point_tags, tag_names, tagged_manifests, tags_of
+from registry.queries.tags import (
+    TagRow,
+    delete_tag,
+    delete_tags_by_id,
+    insert_tags_if_absent,
+    point_tags,
+    tag_names,
+    tag_rows,
+    tag_targets,
+    tagged_manifests,
+    tags_for_removal,
+    tags_of,
+    tags_of_digest,
+)
 from registry.queries.uploads import (
     Session,
     acquire_session,
@@ -94,24 +126,29 @@ __all__ = [
     # _sql
     "byte_order",
     # blobs
-    "BlobRow", "BlobTotals", "LinkRow", "MountSource", "StoredBlob", "blob_count", "blob_exists", "blob_page",
-    "blob_totals", "delete_blob", "delete_unreferenced_links", "delete_unused_blobs", "known_digests",
-    "link_blob", "linked_blob", "linked_digests", "linked_since", "links_created_before", "mount_sources",
-    "unlink_blob",
+    "BlobRow", "BlobTotals", "LinkRow", "MountSource", "QuotaLink", "StoredBlob", "blob_count", "blob_exists",
+    "blob_page", "blob_totals", "delete_blob", "delete_unreferenced_links", "delete_unused_blobs",
+    "known_digests", "link_blob", "linked_blob", "linked_digests", "linked_since", "links_created_before",
+    "mount_sources", "quota_links_by_id", "quota_links_in_repository", "quota_links_of_blobs",
+    "quota_links_of_digest", "repositories_linking", "repositories_linking_blobs", "unlink_blob",
     # locks
     "acquire_lease", "lock_keys", "release_lease", "renew_lease", "set_lease_data",
     # manifests
     "ManifestDetails", "ManifestNode", "ManifestRow", "blob_reference_counts", "blob_reference_counts_in",
     "blob_references", "delete_manifest", "delete_manifests", "index_children", "insert_manifest",
     "manifest_by_digest", "manifest_by_tag", "manifest_details", "manifest_id", "manifest_nodes",
-    "stored_manifests",
+    "stored_manifests", "touch_pulled",
+    # quotas
+    "QuotaRow", "add_quota", "create_quota", "delete_quota_rows_except", "lock_quota", "quota_rows", "set_quota",
+    "usage_of",
     # referrers
     "ReferrerRow", "annotations_of", "referrer_rows",
     # repositories
     "RemovedRows", "RepositoryRow", "all_repositories", "catalog_names", "create_repository",
     "delete_repository", "find_repository", "with_content",
     # tags
-    "delete_tag", "point_tags", "tag_names", "tagged_manifests", "tags_of",
+    "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",
+    "tag_targets", "tagged_manifests", "tags_for_removal", "tags_of", "tags_of_digest",
     # uploads
     "Session", "acquire_session", "count_live_sessions", "delete_idle_session", "delete_session", "idle_sessions",
     "insert_session", "known_sessions", "multipart_upload_ids", "read_session", "release_session", "renew_session",

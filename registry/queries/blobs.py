@@ -3,7 +3,7 @@ linking, mounting, and what the garbage collector and scrub ask of them."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Iterable, NamedTuple
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from django.db.models import Count, Exists, OuterRef, Sum
 
@@ -194,3 +194,66 @@ def delete_unused_blobs(blob_ids: list[int], cutoff: datetime) -> list[BlobRow]:
     BlobLink.objects.filter(blob_id__in=ids).delete()
     Blob.objects.filter(id__in=ids).delete()
     return [BlobRow(digest, size) for _id, digest, size in still]
+
+
+# -- quotas ----------------------------------------------------------------------------------------
+# What registry.policies.quotas asks of the links: whose they are and how large their blobs, to
+# charge a link and to give back what an unlink frees. Lists of ids go in chunks of CHUNK: SQLite
+# refuses statements with too many parameters.
+
+CHUNK = 500
+
+
+class QuotaLink(NamedTuple):
+    id: int
+    repository: str
+    blob_id: int
+    size: int  # the blob's
+
+
+_QUOTA_LINK = ("id", "repository__name", "blob_id", "blob__size")
+
+
+def _chunked(ids: Sequence[int]) -> Iterator[list[int]]:
+    ordered = sorted(set(ids))
+    for start in range(0, len(ordered), CHUNK):
+        yield ordered[start:start + CHUNK]
+
+
+def quota_links_by_id(link_ids: Sequence[int]) -> list[QuotaLink]:
+    return [QuotaLink(*row) for chunk in _chunked(link_ids)
+            for row in BlobLink.objects.filter(id__in=chunk).values_list(*_QUOTA_LINK)]
+
+
+def quota_links_of_blobs(blob_ids: Sequence[int]) -> list[QuotaLink]:
+    return [QuotaLink(*row) for chunk in _chunked(blob_ids)
+            for row in BlobLink.objects.filter(blob_id__in=chunk).values_list(*_QUOTA_LINK)]
+
+
+def quota_links_of_digest(digest: str, repository_id: int | None = None) -> list[QuotaLink]:
+    """The links of the blob ``digest`` (in the repository only, when given)."""
+    links = BlobLink.objects.filter(blob__digest=digest)
+    if repository_id is not None:
+        links = links.filter(repository_id=repository_id)
+    return [QuotaLink(*row) for row in links.values_list(*_QUOTA_LINK)]
+
+
+def quota_links_in_repository(repository_id: int) -> list[QuotaLink]:
+    return [QuotaLink(*row) for row in BlobLink.objects.filter(repository_id=repository_id).values_list(*_QUOTA_LINK)]
+
+
+@statement
+def _linkers_sql() -> str:
+    return (f"SELECT r.name FROM {table(BlobLink)} l JOIN {table(Blob)} b ON b.id = l.blob_id "
+            f"JOIN {table(Repository)} r ON r.id = l.repository_id WHERE b.digest = %s")
+
+
+def repositories_linking(digest: str) -> list[str]:
+    """Names of the repositories holding a link to the blob ``digest``."""
+    return [row[0] for row in fetch_all(_linkers_sql(), [digest])]
+
+
+def repositories_linking_blobs(blob_ids: Sequence[int]) -> list[tuple[int, str]]:
+    """(blob id, repository name) of every link of these blobs."""
+    return [(blob_id, name) for chunk in _chunked(blob_ids)
+            for blob_id, name in BlobLink.objects.filter(blob_id__in=chunk).values_list("blob_id", "repository__name")]

@@ -1,14 +1,16 @@
-"""Manifests: the lookup by tag or by digest (shared by the API and the UI), storing one with what
-it references, and the reference graph the garbage collector walks."""
+"""Manifests: the lookup by tag or by digest (shared by the API and the UI), recording a pull,
+storing one with what it references, and the reference graph the garbage collector and retention
+walk."""
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Iterable, NamedTuple
 
+from django.db import connection
 from django.db.models import Count
 
 from registry.models import Manifest, ManifestReference, Repository, Tag
-from registry.queries._sql import fetch_all, fetch_one, marks, statement, table
+from registry.queries._sql import execute, fetch_all, fetch_one, marks, moment, statement, table
 
 
 class ManifestRow(NamedTuple):
@@ -17,43 +19,78 @@ class ManifestRow(NamedTuple):
     media_type: str
     size: int
     body: bytes | None  # None when asked for without it
+    pull_due: bool = False  # with the body: no pull recorded in the last minute (registry.policies.pulls)
 
 
 class ManifestDetails(NamedTuple):
     artifact_type: str
     subject_digest: str
     created_at: datetime
+    last_pulled_at: datetime | None
+
+
+def _pull_due_sql() -> str:
+    """Whether a pull of manifest ``m`` should be recorded (none in the last minute), worked out by
+    the database: reading the time itself and comparing it in Python was most of what recording
+    pulls added to a GET (SQLite's text turned into an aware datetime on every pull)."""
+    column = "m.last_pulled_at"
+    if connection.vendor == "postgresql":
+        return f"({column} IS NULL OR {column} < now() - interval '1 minute')"
+    # SQLite keeps Django's times as 'YYYY-MM-DD HH:MM:SS.ffffff' in UTC, which datetime() compares as text.
+    return f"({column} IS NULL OR {column} < datetime('now', '-1 minute'))"
+
+
+def _pull_columns(with_body: bool) -> str:
+    # A GET (a pull) reads the body and whether recording the pull is due; a HEAD is no pull.
+    return f"m.id, m.digest, m.media_type, m.size{f', m.body, {_pull_due_sql()}' if with_body else ''}"
 
 
 # Hand-written: compiling these with the ORM cost more than running them (every manifest GET and
 # HEAD). Only the columns a pull needs: each more, a datetime above all, costs on every pull.
 @statement
 def _by_digest_sql(with_body: bool) -> str:
-    return (f"SELECT m.id, m.digest, m.media_type, m.size{', m.body' if with_body else ''} FROM {table(Manifest)} m "
+    return (f"SELECT {_pull_columns(with_body)} FROM {table(Manifest)} m "
             f"JOIN {table(Repository)} r ON r.id = m.repository_id WHERE r.name = %s AND m.digest = %s")
 
 
 @statement
 def _by_tag_sql(with_body: bool) -> str:
-    return (f"SELECT m.id, m.digest, m.media_type, m.size{', m.body' if with_body else ''} FROM {table(Tag)} t "
+    return (f"SELECT {_pull_columns(with_body)} FROM {table(Tag)} t "
             f"JOIN {table(Repository)} r ON r.id = t.repository_id JOIN {table(Manifest)} m ON m.id = t.manifest_id "
             "WHERE r.name = %s AND t.name = %s")
 
 
+def _row(row: tuple[Any, ...] | None, with_body: bool) -> ManifestRow | None:
+    if row is None:
+        return None
+    if with_body:
+        return ManifestRow(row[0], row[1], row[2], row[3], bytes(row[4]), bool(row[5]))
+    return ManifestRow(row[0], row[1], row[2], row[3], None)
+
+
 def manifest_by_digest(repository: str, digest: str, with_body: bool = True) -> ManifestRow | None:
-    row = fetch_one(_by_digest_sql(with_body), [repository, digest])
-    return None if row is None else ManifestRow(row[0], row[1], row[2], row[3], bytes(row[4]) if with_body else None)
+    return _row(fetch_one(_by_digest_sql(with_body), [repository, digest]), with_body)
 
 
 def manifest_by_tag(repository: str, tag: str, with_body: bool = True) -> ManifestRow | None:
-    row = fetch_one(_by_tag_sql(with_body), [repository, tag])
-    return None if row is None else ManifestRow(row[0], row[1], row[2], row[3], bytes(row[4]) if with_body else None)
+    return _row(fetch_one(_by_tag_sql(with_body), [repository, tag]), with_body)
+
+
+@statement
+def _touch_sql() -> str:
+    return (f"UPDATE {table(Manifest)} SET last_pulled_at = %s WHERE id = %s "
+            "AND (last_pulled_at IS NULL OR last_pulled_at < %s)")
+
+
+def touch_pulled(manifest_id: int, now: datetime, before: datetime) -> None:
+    """Record a pull, unless one was recorded since ``before`` (by another worker, say)."""
+    execute(_touch_sql(), [moment(now), manifest_id, moment(before)])
 
 
 def manifest_details(manifest_id: int) -> ManifestDetails:
     """What a page about a manifest shows beyond what a pull needs."""
     return ManifestDetails(*Manifest.objects.filter(id=manifest_id).values_list(
-        "artifact_type", "subject_digest", "created_at").get())
+        "artifact_type", "subject_digest", "created_at", "last_pulled_at").get())
 
 
 @statement
@@ -108,11 +145,13 @@ class ManifestNode(NamedTuple):
     digest: str
     subject_digest: str
     created_at: datetime
+    last_pulled_at: datetime | None  # retention keeps what is pulled
 
 
 def manifest_nodes(repository_id: int) -> list[ManifestNode]:
+    """Every manifest of the repository, bodies left out (the collector and retention)."""
     rows = Manifest.objects.filter(repository_id=repository_id).values_list(
-        "id", "digest", "subject_digest", "created_at")
+        "id", "digest", "subject_digest", "created_at", "last_pulled_at")
     return [ManifestNode(*row) for row in rows]
 
 

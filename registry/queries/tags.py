@@ -1,7 +1,9 @@
-"""Tags: pointing them at a manifest, listing them in byte order, deleting one."""
+"""Tags: pointing them at a manifest, listing them in byte order, deleting one; creating immutable
+ones only where absent, and what retention plans over."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NamedTuple, Sequence
 
 from registry.models import Repository, Tag
 from registry.queries._sql import byte_order, byte_order_sql, execute_many, fetch_all, moment, statement, table
@@ -54,3 +56,56 @@ def tagged_manifests(repository_id: int) -> set[int]:
 def delete_tag(repository_id: int, name: str) -> int:
     deleted, _ = Tag.objects.filter(repository_id=repository_id, name=name).delete()
     return deleted
+
+
+# -- immutable tags and retention (registry.policies.immutable, registry.retention) ----------------
+
+
+@statement
+def _insert_absent_sql() -> str:
+    return (f"INSERT INTO {table(Tag)} (repository_id, name, manifest_id, updated_at) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (repository_id, name) DO NOTHING")
+
+
+def insert_tags_if_absent(repository_id: int, manifest_id: int, names: Sequence[str], now: datetime) -> None:
+    """Create the tags that do not exist; an existing one is left as it is, wherever it points.
+    (On PostgreSQL a conflict with a tag being created by another transaction waits for it.)"""
+    at = moment(now)
+    execute_many(_insert_absent_sql(), [(repository_id, name, manifest_id, at) for name in names])
+
+
+def tag_targets(repository_id: int, names: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """tag -> (manifest id, digest) for those of ``names`` that exist."""
+    rows = Tag.objects.filter(repository_id=repository_id, name__in=list(names)).values_list(
+        "name", "manifest_id", "manifest__digest")
+    return {name: (mid, digest) for name, mid, digest in rows}
+
+
+def tags_of_digest(repository_id: int, digest: str) -> list[str]:
+    """The tags of the repository pointing at the manifest ``digest``."""
+    return list(Tag.objects.filter(repository_id=repository_id, manifest__digest=digest)
+                .values_list("name", flat=True))
+
+
+class TagRow(NamedTuple):
+    id: int
+    name: str
+    manifest_id: int
+    pushed_at: datetime
+
+
+def tag_rows(repository_id: int) -> list[TagRow]:
+    """Every tag of the repository, with when it was pushed (pointed where it points)."""
+    return [TagRow(*row) for row in
+            Tag.objects.filter(repository_id=repository_id).values_list("id", "name", "manifest_id", "updated_at")]
+
+
+def tags_for_removal(ids: Sequence[int]) -> list[tuple[int, int, datetime, datetime | None]]:
+    """(tag id, manifest id, pushed at, manifest last pulled at) of these tags, locked until the
+    transaction ends so that a push moving one of them waits or goes first."""
+    return list(Tag.objects.select_for_update(of=("self",)).filter(id__in=list(ids)).values_list(
+        "id", "manifest_id", "updated_at", "manifest__last_pulled_at"))
+
+
+def delete_tags_by_id(ids: Sequence[int]) -> int:
+    return Tag.objects.filter(id__in=list(ids)).delete()[0]

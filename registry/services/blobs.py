@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from registry import queries
 from registry.digests import Digest
+from registry.policies import quotas
 from registry.services.common import check_name, ensure_repository, get_repository, parse_digest
 from registry.services.digest_locks import lock_digests
 from registry.services.exceptions import BlobUnknown, DeleteDisabled, NameUnknown
@@ -71,12 +72,13 @@ def location(name: str, digest_text: str, driver: StorageDriver | None = None) -
 
 def link(
     repository_id: int,
+    name: str,
     digest: Digest,
     size: int,
     driver: StorageDriver | None = None,
     source: str | None = None,
 ) -> BlobInfo:
-    """Record that the repository holds the blob ``digest``.
+    """Record that the repository ``name`` (of id ``repository_id``) holds the blob ``digest``.
 
     When the data is not stored, ``source`` (an upload's verified file) is moved into place, or
     without one BlobUnknown is raised. Both happen under the digest's lock, so a garbage collection
@@ -84,6 +86,7 @@ def link(
     """
     drv = driver or default_driver()
     if source is not None and drv.remote:
+        quotas.precheck(name, str(digest), size)  # before a copy that is not undone
         # A copy inside an object store takes as long as the blob is large: done before the
         # transaction, which then only checks that the data is there. The copy is new, so the
         # collector's grace period keeps it until the row exists. Copying over a stored copy of
@@ -92,6 +95,7 @@ def link(
         source = None
     with transaction.atomic():
         lock_digests([str(digest)])
+        quotas.charge(name, str(digest), size)  # QuotaExceeded rolls all of this back
         try:
             drv.stat(paths.blob_data(digest))
         except PathNotFound:
@@ -123,7 +127,7 @@ def mount(
     if candidate is None:
         return None
     try:
-        return link(ensure_repository(name).id, digest, candidate.size, driver)
+        return link(ensure_repository(name).id, name, digest, candidate.size, driver)
     except BlobUnknown:  # the data is gone (collected, or lost): the client uploads it instead
         return None
 
@@ -137,5 +141,7 @@ def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
         repository = get_repository(name)
     except NameUnknown:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)}) from None
-    if not queries.unlink_blob(repository.id, str(digest)):
+    with quotas.releasing(lambda: queries.quota_links_of_digest(str(digest), repository.id)):
+        deleted = queries.unlink_blob(repository.id, str(digest))
+    if not deleted:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)})

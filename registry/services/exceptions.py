@@ -93,3 +93,16 @@ class RangeNotSatisfiable(RegistryError):
 
 class DeleteDisabled(RegistryError):
     pass
+
+
+class PolicyDenied(RegistryError):
+    """A governance rule refuses the change ([[immutable]], [[quota]]): answered 403 DENIED with a
+    message naming the rule."""
+
+
+class ImmutableTag(PolicyDenied):
+    pass
+
+
+class QuotaExceeded(PolicyDenied):
+    pass

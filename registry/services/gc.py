@@ -5,8 +5,11 @@ the database and every deletion re-checks it under the digest locks that writers
 (``services.digest_locks``):
 
 1. Upload sessions idle for longer than ``upload_expiry_hours`` go, with their partial data.
-2. With ``delete_untagged``, manifests that no tag reaches, directly, through an index or as a
-   referrer of a reached manifest, go (per repository, re-marked inside the deleting transaction).
+2. In a repository a ``[[retention]]`` rule covers, the manifests its rule leaves to go
+   (retention.executor.collectable: untagged for longer than untagged_after_hours, and the
+   referrers of those); in the others, with ``delete_untagged``, manifests that no tag reaches,
+   directly, through an index or as a referrer of a reached manifest. Per repository, re-marked
+   inside the deleting transaction.
 3. Blob links that no manifest of their repository references go.
 4. Blob rows that no manifest of any repository references go, in one transaction; only after it
    commits is their data deleted, in a second transaction that skips any digest whose row came back
@@ -30,6 +33,9 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from registry import queries
+from registry.policies import quotas
+from registry.policies.rules import current as current_policies
+from registry.retention import executor as retention
 from registry.services import sweep, uploads
 from registry.services.sweep import Report
 from registry.storage import default_driver
@@ -67,11 +73,13 @@ def collect(options: Options, driver: StorageDriver | None = None, report: Repor
     """Run one collection; ``report`` receives one line per thing removed and progress lines."""
     run = _Run(options, driver or default_driver(), report)
     run.result.uploads = uploads.purge_expired(options.upload_expiry, run.driver, dry_run=options.dry_run)
-    if options.delete_untagged:
+    if options.delete_untagged or current_policies().retention:
         run.manifests()
     run.links()
     run.blobs()
     run.orphaned_files()
+    if not options.dry_run and current_policies().quotas:
+        quotas.reconcile(report)
     return run.result
 
 
@@ -89,20 +97,28 @@ class _Run:
 
     def manifests(self) -> None:
         for repository in queries.all_repositories():
-            doomed = unreachable_manifests(repository.id, self.cutoff)
+            doomed = self._unwanted(repository.id, repository.name)
             if not doomed:
                 continue
             if self.options.dry_run:
                 self._discount_references(repository.id, list(doomed))
             else:
-                doomed = self._delete_manifests(repository.id, doomed)
+                doomed = self._delete_manifests(repository.id, repository.name, doomed)
             for digest in sorted(doomed.values()):
                 self.report(f"{self.verb} manifest {repository.name}@{digest}")
             self.result.manifests += len(doomed)
 
-    def _delete_manifests(self, repository_id: int, candidates: dict[int, str]) -> dict[int, str]:
+    def _unwanted(self, repository_id: int, name: str) -> dict[int, str]:
+        """A repository a retention rule covers follows its rule; the others lose their untagged
+        manifests only with ``delete_untagged``."""
+        governed = retention.collectable(repository_id, name)
+        if governed is not None:
+            return governed
+        return unreachable_manifests(repository_id, self.cutoff) if self.options.delete_untagged else {}
+
+    def _delete_manifests(self, repository_id: int, name: str, candidates: dict[int, str]) -> dict[int, str]:
         with sweep.locked(candidates.values()):
-            still = unreachable_manifests(repository_id, self.cutoff)
+            still = self._unwanted(repository_id, name)
             doomed = {mid: digest for mid, digest in candidates.items() if still.get(mid) == digest}
             for chunk in sweep.chunks(doomed):
                 queries.delete_manifests(chunk)
@@ -136,8 +152,9 @@ class _Run:
         return {pair for pair, n in counts.items() if n > self.doomed_refs[pair]}
 
     def _delete_links(self, links: list[queries.LinkRow]) -> list[queries.LinkRow]:
-        with sweep.locked(link.digest for link in links):
-            deleted = queries.delete_unreferenced_links([link.id for link in links], self.cutoff)
+        ids = [link.id for link in links]
+        with sweep.locked(link.digest for link in links), quotas.releasing(lambda: queries.quota_links_by_id(ids)):
+            deleted = queries.delete_unreferenced_links(ids, self.cutoff)
         return [link for link in links if link.id in deleted]
 
     # -- blobs ---------------------------------------------------------------------------------
@@ -177,8 +194,9 @@ class _Run:
 
     def _delete_blob_rows(self, blobs: list[queries.StoredBlob]) -> list[queries.BlobRow]:
         """Delete the rows that are still unreferenced and old, re-checked under the digest locks."""
-        with sweep.locked(blob.digest for blob in blobs):
-            return queries.delete_unused_blobs([blob.id for blob in blobs], self.cutoff)
+        ids = [blob.id for blob in blobs]
+        with sweep.locked(blob.digest for blob in blobs), quotas.releasing(lambda: queries.quota_links_of_blobs(ids)):
+            return queries.delete_unused_blobs(ids, self.cutoff)
 
     # -- orphaned files ------------------------------------------------------------------------
 

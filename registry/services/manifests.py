@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from registry import queries
 from registry.digests import Digest, is_digest_like
+from registry.policies import immutable, pulls
 from registry.queries import RepositoryRow
 from registry.services import manifest_format
 from registry.services.common import (
@@ -84,7 +85,8 @@ def put(
                 )
                 _check_references(repository, parsed)
                 manifest_id = _store(repository, str(digest), body, parsed)
-                queries.point_tags(repository.id, manifest_id, list(dict.fromkeys(tags)), timezone.now())
+                movable = immutable.guard(repository, manifest_id, list(dict.fromkeys(tags)))
+                queries.point_tags(repository.id, manifest_id, movable, timezone.now())
             break
         except IntegrityError:
             continue  # a concurrent push of the same manifest or tag won: retry against its rows
@@ -138,6 +140,8 @@ def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
         row = queries.manifest_by_tag(name, str(tag), with_body)
     if row is None:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")
+    if with_body:  # a GET is a pull; a HEAD is not
+        pulls.record(row.id, row.pull_due)
     return StoredManifest(row.digest, row.media_type, row.size, row.body)
 
 
@@ -148,9 +152,11 @@ def delete(name: str, reference: str, delete_enabled: bool) -> None:
     check_name(name)
     by_digest, tag = _reference(reference)
     repository = get_repository(name)
-    if by_digest is not None:
-        deleted = queries.delete_manifest(repository.id, str(by_digest))
-    else:
-        deleted = queries.delete_tag(repository.id, str(tag))
+    with transaction.atomic():
+        immutable.check_delete(repository, tag, str(by_digest) if by_digest else None)
+        if by_digest is not None:
+            deleted = queries.delete_manifest(repository.id, str(by_digest))
+        else:
+            deleted = queries.delete_tag(repository.id, str(tag))
     if not deleted:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")

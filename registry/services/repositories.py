@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
 from registry import queries
+from registry.policies import immutable, quotas
 from registry.services.common import get_repository
 from registry.storage import default_driver, paths
 from registry.storage.driver import StorageDriver, delete_if_exists
@@ -29,7 +32,11 @@ def delete_repository(name: str, driver: StorageDriver | None = None) -> Deleted
 
     Raises NameInvalid for a malformed name and NameUnknown for a repository that does not exist.
     """
-    removed = queries.delete_repository(get_repository(name).id)
+    repository = get_repository(name)
+    with transaction.atomic():
+        immutable.check_repository_delete(repository)
+        with quotas.releasing(lambda: queries.quota_links_in_repository(repository.id)):
+            removed = queries.delete_repository(repository.id)
     _remove_upload_data(removed.sessions, driver or default_driver())
     return DeletedRepository(name, removed.tags, removed.manifests, removed.blob_links, len(removed.sessions))
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from registry import queries
 from registry.digests import Digest, new_hasher
+from registry.policies import quotas
 from registry.services import sweep
 from registry.services.digest_locks import lock_digests
 from registry.services.sweep import Report
@@ -122,7 +123,8 @@ def _repair(drv: StorageDriver, problem: Problem) -> Problem:
             # Corrupt data goes first, inside the transaction: a crash before the commit leaves a
             # row without data, which the next scrub removes, and no pull gets the bad bytes.
             delete_if_exists(drv, paths.blob_dir(digest))
-        queries.delete_blob(problem.digest)
+        with quotas.releasing(lambda: queries.quota_links_of_digest(problem.digest)):
+            queries.delete_blob(problem.digest)
     return Problem(problem.kind, problem.digest, problem.detail, repaired=True)
 
 

@@ -29,10 +29,12 @@ from django.utils import timezone
 
 from registry import hashing, queries
 from registry.digests import Digest, InvalidDigest, new_hasher
+from registry.policies import quotas
 from registry.services import blobs
 from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import (
     DigestInvalid,
+    QuotaExceeded,
     SizeInvalid,
     TooManyUploads,
     UploadInvalid,
@@ -106,6 +108,8 @@ def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = N
         raise DigestInvalid(str(exc)) from None
     drv = _driver(driver)
     _check_floor(drv)
+    check_name(name)
+    quotas.check_room(name)
     repository = ensure_repository(name)
     upload_id = uuid.uuid4().hex
     # A writer that commits nothing creates the session's (empty) file on a filesystem, and
@@ -385,9 +389,13 @@ def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id:
     # blobs.link moves the data into place, when it is not stored already, under the digest's lock
     # with the row that records it: a crash before the commit leaves data without a row, which the
     # collector removes, never a row without data.
-    with transaction.atomic():
-        info = blobs.link(repository_id, digest, size, drv, source=paths.upload_data(upload_id))
-        queries.delete_session(upload_id)
+    try:
+        with transaction.atomic():
+            info = blobs.link(repository_id, name, digest, size, drv, source=paths.upload_data(upload_id))
+            queries.delete_session(upload_id)
+    except QuotaExceeded:
+        _discard(upload_id, {}, drv)  # refused for good: the client must not resume it
+        raise
     _remove_data(upload_id, drv)
     return info
 

@@ -6,7 +6,7 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from registry.services.exceptions import NameInvalid, NameUnknown
+from registry.services.exceptions import ImmutableTag, NameInvalid, NameUnknown
 from registry.services.repositories import delete_repository
 
 
@@ -29,7 +29,7 @@ class Command(BaseCommand):
             self._confirm(name, options.get("stdin") or sys.stdin)
         try:
             deleted = delete_repository(name)
-        except (NameInvalid, NameUnknown) as exc:
+        except (NameInvalid, NameUnknown, ImmutableTag) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
             f"deleted repository {deleted.name}: {deleted.tags} tags, {deleted.manifests} manifests, "

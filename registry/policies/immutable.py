@@ -1,0 +1,70 @@
+"""Immutable tags: once pushed, a tag an ``[[immutable]]`` rule names never points elsewhere and is
+never deleted (pushing the same digest again is fine: pushes are retried and repeated).
+
+Moving is refused inside the manifest PUT's transaction: an immutable tag is created with INSERT
+... ON CONFLICT DO NOTHING and then read back, so of two pushes racing to create it with different
+digests one wins and the other is refused, on SQLite and PostgreSQL alike (an upsert would let the
+second overwrite the first).
+"""
+from __future__ import annotations
+
+from django.utils import timezone
+
+from registry import queries as q
+from registry.policies.rules import ImmutableRule, current
+from registry.services.exceptions import ImmutableTag
+
+
+def _protected(rule: ImmutableRule, tag: str) -> str:
+    return f"tag {tag!r} is immutable under {rule.title} (tags {', '.join(rule.tags)})"
+
+
+def guard(repository: q.RepositoryRow, manifest_id: int, tags: list[str]) -> list[str]:
+    """Point the immutable ones of ``tags`` at the manifest, or refuse to move them; returns the
+    others, for the ordinary upsert. Inside the PUT's transaction."""
+    rule = current().immutable_for(repository.name)
+    fixed = [tag for tag in tags if rule is not None and rule.covers(tag)]
+    if not fixed:
+        return tags
+    assert rule is not None
+    q.insert_tags_if_absent(repository.id, manifest_id, fixed, timezone.now())
+    for tag, (target, digest) in sorted(q.tag_targets(repository.id, fixed).items()):
+        if target != manifest_id:
+            raise ImmutableTag(
+                f"{_protected(rule, tag)} in {repository.name}: it points to {digest} and no push may "
+                "move it; push under a new tag",
+                {"tag": tag, "rule": rule.name, "digest": digest},
+            )
+    return [tag for tag in tags if tag not in fixed]
+
+
+def check_delete(repository: q.RepositoryRow, tag: str | None = None, digest: str | None = None) -> None:
+    """Refuse deleting an immutable tag, or a manifest (by digest) that carries one."""
+    rule = current().immutable_for(repository.name)
+    if rule is None:
+        return
+    if tag is not None and rule.covers(tag):
+        raise ImmutableTag(f"{_protected(rule, tag)} in {repository.name}: it is never deleted",
+                           {"tag": tag, "rule": rule.name})
+    if digest is not None:
+        for name in sorted(q.tags_of_digest(repository.id, digest)):
+            if rule.covers(name):
+                raise ImmutableTag(f"manifest {digest} carries {_protected(rule, name)} in {repository.name}: "
+                                   "it is never deleted", {"tag": name, "rule": rule.name, "digest": digest})
+
+
+def check_repository_delete(repository: q.RepositoryRow) -> None:
+    rule = current().immutable_for(repository.name)
+    if rule is None:
+        return
+    held = [tag for tag in q.tag_names(repository.name, None, None) if rule.covers(tag)]
+    if held:
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        raise ImmutableTag(f"repository {repository.name} holds immutable tags ({shown}) under {rule.title}: "
+                           "it cannot be deleted while the rule covers them", {"rule": rule.name})
+
+
+def immutable_tags(repository: str, tags: list[str]) -> set[str]:
+    """Which of ``tags`` of ``repository`` are immutable (for pages)."""
+    rule = current().immutable_for(repository)
+    return {tag for tag in tags if rule is not None and rule.covers(tag)}

@@ -1,0 +1,59 @@
+"""The governance tables of the configuration: ``[[retention]]``, ``[[immutable]]`` and ``[[quota]]``.
+
+Their keys (with defaults) go into ``regsite.config.LISTS``; each list is checked by building its
+rules with ``registry.policies.rules``, the code that applies them, so an invalid glob, regular
+expression, size or count stops start-up with one line naming the entry and the key.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from registry.policies.rules import BUILDERS, RuleError
+from regsite.config import ConfigError, Required, entry_name
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "retention": {
+        "name": "",
+        "repositories": Required(str),
+        "keep_last": 0,
+        "keep_tags": [],
+        "pulled_within_days": 0,
+        "untagged_after_hours": 24,
+    },
+    "immutable": {
+        "name": "",
+        "repositories": Required(str),
+        "tags": Required(list),
+    },
+    "quota": {
+        "name": "",
+        "repositories": Required(str),
+        "max_bytes": Required(str),
+    },
+}
+
+
+def _validator(kind: str) -> Callable[[list[dict[str, Any]]], None]:
+    build = BUILDERS[kind]
+
+    def check(entries: list[dict[str, Any]]) -> None:
+        seen: dict[str, int] = {}
+        for index, entry in enumerate(entries):
+            where = entry_name(kind, index, entry)
+            try:
+                rule = build(index, entry)
+            except RuleError as exc:
+                raise ConfigError(f"{where} {exc.key}: {exc}") from None
+            if rule.name in seen:
+                # Metrics, messages and quota usage are keyed by the name.
+                raise ConfigError(f"{where} name: {rule.name!r} already names [[{kind}]] #{seen[rule.name] + 1}; "
+                                  "give each rule its own name (or glob)")
+            seen[rule.name] = index
+
+    return check
+
+
+def register(lists: dict[str, dict[str, Any]], validators: dict[str, Callable[[list[dict[str, Any]]], None]]) -> None:
+    for kind, schema in SCHEMAS.items():
+        lists[kind] = schema
+        validators[kind] = _validator(kind)
