@@ -7,6 +7,7 @@ variables win over the file. Anything wrong stops start-up with one line naming 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -114,6 +115,8 @@ class Required:
 # naming the entry (entry_name) and the key. Features register their tables here.
 LISTS: dict[str, dict[str, Any]] = {}
 LIST_VALIDATORS: dict[str, Callable[[list[dict[str, Any]]], None]] = {}
+# Keys of list entries whose values no error message may show.
+LIST_SECRETS: set[tuple[str, str]] = set()
 
 
 _LABEL_KEYS = ("name", "prefix", "repositories")
@@ -125,6 +128,58 @@ def entry_name(table: str, index: int, entry: Mapping[str, Any], label: str = ""
     label = label or next((key for key in _LABEL_KEYS if isinstance(entry.get(key), str) and entry[key]), "")
     shown = f' "{entry[label]}"' if label and entry.get(label) else ""
     return f"[[{table}]] #{index + 1}{shown}"
+
+
+# [[proxy]]: pull-through caches of other registries (registry.proxy). A prefix is the local
+# namespace of one upstream; host is the registry name containerd sends as ?ns=.
+LISTS["proxy"] = {
+    "prefix": Required(str),
+    "url": Required(str),
+    "host": "",
+    "username": "",
+    "password": "",
+    "tag_ttl_seconds": 300,
+    "evict_after_days": 30,
+    "timeout_seconds": 10,
+}
+LIST_SECRETS.add(("proxy", "password"))
+_PROXY_PREFIX = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+
+
+def _check_proxies(entries: list[dict[str, Any]]) -> None:
+    prefixes: list[str] = []
+    hosts: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = entry_name("proxy", index, entry, "prefix")
+        prefix = entry["prefix"]
+        if not _PROXY_PREFIX.fullmatch(prefix):
+            raise ConfigError(f"{where} prefix: expected a repository name such as \"hub\", got {prefix!r}")
+        for other in prefixes:
+            if prefix == other or prefix.startswith(other + "/") or other.startswith(prefix + "/"):
+                raise ConfigError(f"{where} prefix: overlaps the prefix {other!r} of an earlier entry")
+        prefixes.append(prefix)
+        url = urlsplit(entry["url"])
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ConfigError(f"{where} url: expected an http:// or https:// URL, got {entry['url']!r}")
+        if url.username is not None or url.password is not None:
+            raise ConfigError(f"{where} url: credentials go in username and password, not in the URL")
+        if url.query or url.fragment:
+            raise ConfigError(f"{where} url: expected no query or fragment")
+        host = entry["host"]
+        if host and (not all(c.isalnum() or c in ".-:_" for c in host) or host in hosts):
+            raise ConfigError(f"{where} host: expected a registry host name used by no earlier entry, "
+                              f"got {host!r}")
+        hosts.add(host)
+        if bool(entry["username"]) != bool(entry["password"]) and not entry["username"]:
+            raise ConfigError(f"{where} password: given without a username")
+        for key in ("tag_ttl_seconds", "evict_after_days"):
+            if entry[key] < 0:
+                raise ConfigError(f"{where} {key}: must not be negative, got {entry[key]}")
+        if entry["timeout_seconds"] <= 0:
+            raise ConfigError(f"{where} timeout_seconds: must be a positive integer, got {entry['timeout_seconds']}")
+
+
+LIST_VALIDATORS["proxy"] = _check_proxies
 
 
 def _parse_bool(key: str, raw: str) -> bool:
@@ -228,7 +283,12 @@ def _entries(table: str, raw: Any, path: Path) -> list[dict[str, Any]]:
         for key, value in given.items():
             if key not in schema:
                 raise ConfigError(f"{where} {key}: unknown key in {path}")
-            entry[key] = _coerce(f"{where} {key}", schema[key], value, False)
+            try:
+                entry[key] = _coerce(f"{where} {key}", schema[key], value, False)
+            except ConfigError:
+                if (table, key) in LIST_SECRETS:
+                    raise ConfigError(f"{where} {key}: expected a string") from None
+                raise
         for key, default in schema.items():
             if key not in entry:
                 if isinstance(default, Required):

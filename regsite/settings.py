@@ -43,6 +43,8 @@ MIDDLEWARE = [
     "regsite.db.ReleaseBeforeStreamingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before authentication: a mirror's ?ns= or /<prefix>/v2/ path is rewritten to the name it means.
+    "registry.proxy.routing.ProxyRoutingMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
@@ -103,6 +105,8 @@ REGISTRY_UPLOAD_EXPIRY_HOURS: int = SVC["registry"]["upload_expiry_hours"]
 REGISTRY_GC_INTERVAL_HOURS: int = SVC["gc"]["interval_hours"]
 REGISTRY_GC_GRACE_HOURS: int = SVC["gc"]["grace_hours"]
 REGISTRY_MIN_FREE_BYTES: int = SVC["storage"]["min_free_bytes"]
+# Pull-through caches, one entry per [[proxy]] table (registry.proxy).
+REGISTRY_PROXIES: list[dict] = SVC["proxy"]
 
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])

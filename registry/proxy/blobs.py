@@ -1,0 +1,243 @@
+"""Blobs through a pull-through cache: served from storage when cached, else fetched once.
+
+A miss is streamed to the client while it is written to storage and hashed (``Fill``). The blob
+becomes visible (its row, its link, its data under blobs/) only once every byte arrived and the
+digest matched; until then the last piece is held back, so a client never receives complete bytes
+that do not match (a mismatch cuts its connection short, stores nothing and is logged).
+
+Concurrent pulls of one missing blob, in any worker of any replica, cause one upstream fetch: the
+fetcher holds a lease row named after the digest (registry.locks.DatabaseLocks, renewed while the
+bytes flow), and the others wait until the blob is stored (then read it from storage like any other)
+or until the lease is free again (the fetch failed: one of them tries in turn). A client that goes
+away mid-fetch does not stop it: the rest is still read into storage for those waiting.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from contextlib import ExitStack
+from typing import Any, BinaryIO
+
+from django.conf import settings
+from django.utils import timezone
+
+from registry.digests import Digest, new_hasher
+from registry.locks import DatabaseLocks, LockHeld
+from registry.proxy import metrics, queries
+from registry.proxy.mirrors import Mirror, split
+from registry.proxy.upstream import Upstream, discard
+from registry.services import blobs
+from registry.services.common import check_name, ensure_repository, parse_digest
+from registry.services.exceptions import BlobUnknown, UpstreamFailed, UpstreamUnavailable
+from registry.storage import default_driver, paths
+from registry.storage.driver import StorageDriver, StorageFull, delete_if_exists
+from regsite import db
+
+log = logging.getLogger(__name__)
+
+PIECE = 1024 * 1024
+# How long a pull waits for another request's fetch of the same blob (its lease keeps being
+# renewed while bytes arrive; a fetcher that dies frees it within registry.locks.LEASE_SECONDS).
+WAIT_SECONDS = 3600.0
+
+
+def _lease(digest: Digest) -> str:
+    # A lock name (registry.storage.paths.lock) is at most 64 characters.
+    return "proxy-" + hashlib.sha256(str(digest).encode()).hexdigest()[:58]
+
+
+def stat(name: str, digest_text: str) -> blobs.BlobInfo:
+    """HEAD: the cached blob, else what the upstream says of it (nothing is fetched)."""
+    try:
+        return blobs.stat(name, digest_text)
+    except BlobUnknown:
+        pass
+    mirror, upstream_name = split(name)
+    digest = parse_digest(digest_text)
+    if _adopt(name, digest):
+        return blobs.stat(name, digest_text)
+    size = Upstream(mirror).head_blob(upstream_name, str(digest))
+    if size is None:
+        raise BlobUnknown(f"blob {digest} unknown to the upstream of {name!r}", {"digest": str(digest)})
+    return blobs.BlobInfo(str(digest), size)
+
+
+def pull(name: str, digest_text: str, ranged: bool = False) -> tuple[BinaryIO, blobs.BlobInfo] | None:
+    """GET: None when the blob is stored here (now), to be served like any other; else the blob
+    streaming in from the upstream. A ranged request waits for the whole blob to be stored."""
+    check_name(name)
+    mirror, upstream_name = split(name)
+    digest = parse_digest(digest_text)
+    lease = _lease(digest)
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        if queries.blob_linked(name, str(digest)) or _adopt(name, digest):
+            metrics.HITS.labels(mirror.prefix, "blob").inc()
+            return None
+        held = ExitStack()
+        held.callback(queries.drop_free_lease, lease)
+        try:
+            held.enter_context(DatabaseLocks().hold(lease))
+        except LockHeld:
+            held.pop_all()
+            _wait(name, digest, lease, deadline)
+            continue
+        try:
+            fill = _start(mirror, name, upstream_name, digest, held)
+        except BaseException:
+            held.close()
+            raise
+        if fill is None:  # stored by the request that held the lease just before
+            held.close()
+            continue
+        if ranged or fill.size is None:
+            fill.complete()
+            return None
+        return fill, blobs.BlobInfo(str(digest), fill.size)
+
+
+def _start(mirror: Mirror, name: str, upstream_name: str, digest: Digest, held: ExitStack) -> "Fill | None":
+    if queries.blob_linked(name, str(digest)) or _adopt(name, digest):
+        return None
+    drv = default_driver()
+    free = drv.free_bytes()
+    if free is not None and free < settings.REGISTRY_MIN_FREE_BYTES:
+        raise StorageFull(f"the storage device has {free} bytes free, below the floor of "
+                          f"{settings.REGISTRY_MIN_FREE_BYTES} ([storage] min_free_bytes): nothing new is cached")
+    upstream = Upstream(mirror)
+    response = upstream.open_blob(upstream_name, str(digest))
+    if response is None:
+        raise BlobUnknown(f"blob {digest} unknown to the upstream of {name!r}", {"digest": str(digest)})
+    metrics.MISSES.labels(mirror.prefix, "blob").inc()
+    try:
+        return Fill(upstream, name, digest, response, held, drv)
+    except BaseException:
+        discard(response)
+        raise
+
+
+def _adopt(name: str, digest: Digest) -> bool:
+    """Link a blob stored here already (another repository's, another mirror's) into ``name`` when a
+    manifest cached there lists it: the upstream vouched for it with that manifest."""
+    size = queries.stored_size(str(digest))
+    if size is None or not queries.referenced_in(name, str(digest)):
+        return False
+    try:
+        blobs.link(ensure_repository(name), digest, size)
+    except BlobUnknown:  # a row whose data is missing (scrub reports it): fetch it again
+        return False
+    return True
+
+
+def _wait(name: str, digest: Digest, lease: str, deadline: float) -> None:
+    """Until the blob is linked here or the fetch holding ``lease`` is over, whatever its outcome."""
+    delay = 0.02
+    while time.monotonic() < deadline:
+        if queries.blob_linked(name, str(digest)) or not queries.lease_held(lease, timezone.now()):
+            return
+        db.release()  # a pooled connection goes back while this request only waits
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+    raise UpstreamUnavailable(f"another request is still fetching blob {digest} from the upstream; retry later", 10)
+
+
+class Fill:
+    """A blob arriving from the upstream, read like a file by the response that sends it on.
+
+    Each piece read is written to an upload path in storage and hashed before it is given out; the
+    last one is given out only after the digest matched and the blob was made visible.
+    """
+
+    def __init__(self, upstream: Upstream, name: str, digest: Digest, response: Any, held: ExitStack,
+                 drv: StorageDriver) -> None:
+        length = response.headers.get("Content-Length", "")
+        self.size: int | None = int(length) if length.isdigit() else None
+        self._upstream, self._name, self._digest = upstream, name, digest
+        self._response, self._held, self._drv = response, held, drv
+        self._path = paths.upload_data(uuid.uuid4().hex)
+        self._writer = drv.writer(self._path, append=True)
+        self._hasher = new_hasher(digest.algorithm)
+        self._pending = b""
+        self._received = 0
+        self._open = True
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            while self._open:
+                piece = self._next()
+                if not piece:
+                    self._finish()
+                    break
+                out, self._pending = self._pending, piece
+                if out:
+                    return out
+        except BaseException:
+            self._abandon()
+            raise
+        out, self._pending = self._pending, b""
+        return out
+
+    def complete(self) -> None:
+        """Read the rest into storage without a client (a ranged request, a client gone)."""
+        try:
+            while self._open:
+                if not self._next():
+                    self._finish()
+        except BaseException:
+            self._abandon()
+            raise
+
+    def close(self) -> None:
+        if not self._open:
+            return
+        try:
+            self.complete()
+        except Exception as exc:
+            log.warning("pull-through cache %s: blob %s was not stored: %s", self._upstream.mirror.prefix,
+                        self._digest, getattr(exc, "message", "") or type(exc).__name__)
+
+    def _next(self) -> bytes:
+        want = PIECE if self.size is None else min(PIECE, self.size - self._received)
+        if want <= 0:
+            return b""
+        piece = self._upstream.read(self._response, want)
+        if piece:
+            self._writer.write(piece)
+            self._hasher.update(piece)
+            self._received += len(piece)
+        return piece
+
+    def _finish(self) -> None:
+        mirror, digest = self._upstream.mirror, self._digest
+        actual = f"{digest.algorithm}:{self._hasher.hexdigest()}"
+        if actual != str(digest) or (self.size is not None and self._received != self.size):
+            metrics.UPSTREAM_ERRORS.labels(mirror.prefix, "digest_mismatch").inc()
+            log.error("pull-through cache %s: the upstream %s sent %d bytes for blob %s of %s that hash to %s; "
+                      "nothing was stored or served whole", mirror.prefix, mirror.upstream, self._received,
+                      digest, self._name, actual)
+            raise UpstreamFailed(f"the upstream {mirror.upstream} sent bytes that do not match blob {digest}")
+        self._writer.seal()
+        blobs.link(ensure_repository(self._name), digest, self._received, self._drv, source=self._path)
+        self._open = False
+        self._cleanup()
+
+    def _abandon(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        self._pending = b""
+        try:
+            self._writer.cancel()
+            self._drv.abort(self._path, self._writer.state)
+        except Exception:
+            pass  # purge_expired removes upload data that no session knows
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        try:
+            delete_if_exists(self._drv, paths.upload_dir(self._path.split("/")[1]))
+        finally:
+            discard(self._response)
+            self._held.close()
