@@ -131,16 +131,21 @@ def drop_free_lease(name: str) -> None:
     Lease.objects.filter(name=name, owner="").delete()
 
 
-def stale_manifests(repository_prefix: str, cutoff: datetime) -> dict[int, list[tuple[int, str]]]:
-    """Manifests under ``repository_prefix``/ whose last pull (or, never pulled, whose caching) is
-    before ``cutoff``, by repository id: (id, digest)."""
-    rows = (Manifest.objects.filter(repository__name__startswith=repository_prefix + "/")
+def stale_manifests(prefix: str, cutoff: datetime) -> dict[tuple[int, str], dict[int, str]]:
+    """Manifests under ``prefix``/ whose last pull (or, never pulled, whose caching) is before
+    ``cutoff``: id -> digest, by (repository id, name)."""
+    rows = (Manifest.objects.filter(repository__name__startswith=prefix + "/")
             .exclude(last_pulled_at__gte=cutoff).filter(created_at__lt=cutoff)
-            .values_list("repository_id", "id", "digest"))
-    found: dict[int, list[tuple[int, str]]] = {}
-    for repository_id, mid, digest in rows:
-        found.setdefault(repository_id, []).append((mid, digest))
+            .values_list("repository_id", "repository__name", "id", "digest"))
+    found: dict[tuple[int, str], dict[int, str]] = {}
+    for repository_id, name, mid, digest in rows:
+        found.setdefault((repository_id, name), {})[mid] = digest
     return found
+
+
+def still_stale(repository_id: int, manifest_ids: list[int], cutoff: datetime) -> set[int]:
+    return set(Manifest.objects.filter(id__in=manifest_ids, repository_id=repository_id)
+               .exclude(last_pulled_at__gte=cutoff).filter(created_at__lt=cutoff).values_list("id", flat=True))
 
 
 def listed_by(manifest_ids: list[int], repository_id: int) -> set[str]:

@@ -4,7 +4,8 @@ The registry keeps serving while this runs, because every fact that decides what
 the database and every deletion re-checks it under the digest locks that writers take too
 (``services.digest_locks``):
 
-1. Upload sessions idle for longer than ``upload_expiry_hours`` go, with their partial data.
+1. Upload sessions idle for longer than ``upload_expiry_hours`` go, with their partial data; so
+   do a pull-through cache's images not pulled for its ``evict_after_days`` (registry.proxy).
 2. With ``delete_untagged``, manifests that no tag reaches, directly, through an index or as a
    referrer of a reached manifest, go (per repository, re-marked inside the deleting transaction).
 3. Blob links that no manifest of their repository references go.
@@ -31,6 +32,7 @@ from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
+from registry.proxy import eviction
 from registry.services import sweep, uploads
 from registry.services.sweep import Report
 from registry.storage import default_driver
@@ -68,6 +70,7 @@ def collect(options: Options, driver: StorageDriver | None = None, report: Repor
     """Run one collection; ``report`` receives one line per thing removed and progress lines."""
     run = _Run(options, driver or default_driver(), report)
     run.result.uploads = uploads.purge_expired(options.upload_expiry, run.driver, dry_run=options.dry_run)
+    run.evict_cached()
     if options.delete_untagged:
         run.manifests()
     run.links()
@@ -99,6 +102,17 @@ class _Run:
                 doomed = self._delete_manifests(repository_id, doomed)
             for digest in sorted(doomed.values()):
                 self.report(f"{self.verb} manifest {name}@{digest}")
+            self.result.manifests += len(doomed)
+
+    def evict_cached(self) -> None:
+        for found in eviction.stale(timezone.now()):
+            if self.options.dry_run:
+                self._discount_references(found.repository_id, list(found.manifests))
+                doomed = found.manifests
+            else:
+                doomed = eviction.evict(found)
+            for digest in sorted(doomed.values()):
+                self.report(f"{self.verb} cached manifest {found.name}@{digest} (not pulled for {found.days} days)")
             self.result.manifests += len(doomed)
 
     def _delete_manifests(self, repository_id: int, candidates: dict[int, str]) -> dict[int, str]:
