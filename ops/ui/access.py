@@ -163,6 +163,9 @@ def registry_error_page(request: HttpRequest, error: exc.RegistryError) -> HttpR
     if isinstance(error, NOT_FOUND):
         return error_page(request, 404, "Not found",
                           f"{error.message.capitalize()}. It may have been deleted.")
+    if isinstance(error, exc.ReadOnlyNamespace):
+        return error_page(request, 405, "A mirror is read-only", f"{error.message.capitalize()}: its content "
+                          "comes from the upstream, and garbage collection evicts what is not pulled.")
     if isinstance(error, exc.DeleteDisabled):
         return error_page(request, 403, "Deletes are disabled",
                           "This registry is configured with deletes disabled "

@@ -315,6 +315,15 @@ def parents(info: ManifestInfo) -> list[str]:
     )
 
 
+def last_pulled(repository_id: int, digest: str = "") -> datetime | None:
+    """When a client last pulled a manifest of the repository, or the one ``digest`` (recorded for
+    pull-through caches, at most once a minute)."""
+    manifests = Manifest.objects.filter(repository_id=repository_id)
+    if digest:
+        manifests = manifests.filter(digest=digest)
+    return manifests.aggregate(last=Max("last_pulled_at"))["last"]
+
+
 def present(repository_id: int, digests: Iterable[str]) -> dict[str, int]:
     """The content size of each of ``digests`` stored in the repository (the others are absent)."""
     wanted = [d for d in digests if d]

@@ -12,12 +12,14 @@ from django.urls import reverse
 from ops.ui import queries
 from ops.ui.access import error_page, not_found, page, ui_view
 from ops.ui.configs import read_config
+from ops.ui.format import mirror_of
 from ops.ui.forms import RepositoryDeleteForm
 from ops.ui.manifests import summarize
 from registry.digests import Digest, is_digest_like
 from registry.names import is_valid_name, is_valid_tag
+from registry.proxy.mirrors import find as find_mirror
 from registry.services import manifests, repositories
-from registry.services.exceptions import DeleteDisabled
+from registry.services.exceptions import DeleteDisabled, ReadOnlyNamespace
 
 
 def _deleted(request: HttpRequest, valid: Callable[[str], bool]) -> str:
@@ -40,6 +42,20 @@ def _choice(request: HttpRequest, key: str, allowed: tuple[str, ...]) -> str:
 
 
 DESCRIPTORS_PER_PAGE = 100
+
+
+def _mirror(name: str, repository_id: int, digest: str = "") -> dict[str, object] | None:
+    """What the pages show of a pull-through cache's repository (or manifest): its upstream, its
+    last pull."""
+    if find_mirror(name) is None:
+        return None
+    return {"upstream": mirror_of(name), "last_pulled": queries.last_pulled(repository_id, digest)}
+
+
+def _refuse_mirror(name: str) -> None:
+    mirror = find_mirror(name)
+    if mirror is not None:
+        raise ReadOnlyNamespace(f"{mirror.prefix}/ is a read-only pull-through cache of {mirror.upstream}")
 
 
 @ui_view("GET")
@@ -67,7 +83,7 @@ def repository_detail(request: HttpRequest, name: str) -> HttpResponse:
     return page(request, "repository.html", {
         "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort,
         "untagged_total": untagged_total, "untagged": untagged,
-        "deleted": _deleted(request, _deleted_reference),
+        "deleted": _deleted(request, _deleted_reference), "mirror": _mirror(name, info.id),
     })
 
 
@@ -88,7 +104,7 @@ def manifest_detail(request: HttpRequest, name: str, reference: str) -> HttpResp
         "first_number": listed.start_index(),
         "children": [{"child": c, "stored": c.digest in linked, "content_size": linked.get(c.digest)}
                      for c in children],
-        "subject_stored": summary.subject in linked,
+        "subject_stored": summary.subject in linked, "mirror": _mirror(name, info.repository_id, info.digest),
     })
 
 
@@ -97,6 +113,7 @@ def delete_manifest(request: HttpRequest, name: str, reference: str) -> HttpResp
     """GET asks for confirmation; POST deletes. A tag deletes only the tag, a digest the manifest."""
     if not request.viewer.can_delete:  # type: ignore[attr-defined]
         raise DeleteDisabled("deletes are disabled")
+    _refuse_mirror(name)
     info = queries.manifest(name, reference)
     by_digest = is_digest_like(reference)
     if request.method == "POST":
@@ -115,6 +132,7 @@ def delete_repository(request: HttpRequest, name: str) -> HttpResponse:
     """GET asks for the name to be typed again; POST with it deletes the whole repository."""
     if not request.viewer.can_delete:  # type: ignore[attr-defined]
         raise DeleteDisabled("deletes are disabled")
+    _refuse_mirror(name)
     info = queries.repository(name)
     form = RepositoryDeleteForm(request.POST if request.method == "POST" else None)
     if form.is_valid():
