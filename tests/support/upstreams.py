@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import base64
 import datetime
+import gzip
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tarfile
 import threading
 import time
 import urllib.error
@@ -313,10 +316,25 @@ def push_manifest(base: str, name: str, reference: str, body: bytes, media_type:
     return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
+def layer(size: int) -> bytes:
+    """A gzipped tar of one file of ``size`` random bytes, as image layers are: podman unpacks it and
+    checks it against the config's diff_ids, skopeo keeps its media type as it is."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        info = tarfile.TarInfo(f"{uuid.uuid4().hex}.bin")
+        info.size, info.mtime = size, 0
+        tar.addfile(info, io.BytesIO(os.urandom(size)))
+    return gzip.compress(raw.getvalue(), compresslevel=1, mtime=0)
+
+
+def _diff_id(data: bytes) -> str:
+    uncompressed = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    return "sha256:" + hashlib.sha256(uncompressed).hexdigest()
+
+
 def image_manifest(layers: list[bytes], seed: str, arch: str = "amd64") -> tuple[bytes, dict[str, bytes]]:
     config = json.dumps({"architecture": arch, "os": "linux", "config": {"Labels": {"seed": seed}},
-                         "rootfs": {"type": "layers", "diff_ids": [
-                             "sha256:" + hashlib.sha256(layer).hexdigest() for layer in layers]}}).encode()
+                         "rootfs": {"type": "layers", "diff_ids": [_diff_id(data) for data in layers]}}).encode()
     blobs = {"sha256:" + hashlib.sha256(data).hexdigest(): data for data in [config, *layers]}
     manifest = json.dumps({
         "schemaVersion": 2, "mediaType": OCI_MANIFEST,
@@ -332,7 +350,7 @@ def push_image(base: str, name: str, tag: str, layers: int = 3, layer_size: int 
                seed: str = "", authorization: str | None = None) -> Pushed:
     """A single-platform OCI image of ``layers`` random layers."""
     seed = seed or uuid.uuid4().hex
-    manifest, blobs = image_manifest([os.urandom(layer_size) for _ in range(layers)], seed)
+    manifest, blobs = image_manifest([layer(layer_size) for _ in range(layers)], seed)
     for data in blobs.values():
         push_blob(base, name, data, authorization)
     digest = push_manifest(base, name, tag, manifest, OCI_MANIFEST, authorization)
@@ -344,7 +362,7 @@ def push_multiarch(base: str, name: str, tag: str, arches: tuple[str, ...] = ("a
     """An OCI index of one two-layer image per architecture."""
     children, all_blobs = [], {}
     for arch in arches:
-        manifest, blobs = image_manifest([os.urandom(layer_size) for _ in range(2)], uuid.uuid4().hex, arch)
+        manifest, blobs = image_manifest([layer(layer_size) for _ in range(2)], uuid.uuid4().hex, arch)
         for data in blobs.values():
             push_blob(base, name, data, authorization)
         digest = push_manifest(base, name, "sha256:" + hashlib.sha256(manifest).hexdigest(), manifest,
