@@ -65,7 +65,7 @@ def test_a_fetch_whose_holder_died_is_taken_over(client, upstream, mirror) -> No
     pushed = push_image(upstream.url, "library/orphan", "v1", layers=1)
     layer = next(iter(pushed.blobs))
     # A lease taken by a process that died without letting go: it runs out, and then a pull fetches.
-    Lease.objects.create(name=proxy_blobs._lease(Digest.parse(layer)), owner="dead",
+    Lease.objects.create(name=proxy_blobs.FetchLease(Digest.parse(layer)).name, owner="dead",
                          until=timezone.now() - timedelta(seconds=1))
     response = client.get(f"/v2/hub/library/orphan/blobs/{layer}")
     assert b"".join(response.streaming_content) == pushed.blobs[layer]

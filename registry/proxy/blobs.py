@@ -6,10 +6,10 @@ digest matched; until then the last piece is held back, so a client never receiv
 that do not match (a mismatch cuts its connection short, stores nothing and is logged).
 
 Concurrent pulls of one missing blob, in any worker of any replica, cause one upstream fetch: the
-fetcher holds a lease row named after the digest (registry.locks.DatabaseLocks, renewed while the
-bytes flow), and the others wait until the blob is stored (then read it from storage like any other)
-or until the lease is free again (the fetch failed: one of them tries in turn). A client that goes
-away mid-fetch does not stop it: the rest is still read into storage for those waiting.
+fetcher holds a lease row named after the digest (registry.models.Lease, renewed as the bytes flow),
+and the others wait until the blob is stored (then read it from storage like any other) or until the
+lease is free again (the fetch failed: one of them tries in turn). A client that goes away mid-fetch
+does not stop it: the rest is still read into storage for those waiting.
 """
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ import hashlib
 import logging
 import time
 import uuid
-from contextlib import ExitStack
+from datetime import timedelta
 from typing import Any, BinaryIO
 
 from django.conf import settings
 from django.utils import timezone
 
+from registry import queries as registry_queries
 from registry.digests import Digest, new_hasher
-from registry.locks import DatabaseLocks, LockHeld
 from registry.proxy import metrics, queries
 from registry.proxy.mirrors import Mirror, split
 from registry.proxy.upstream import Upstream, discard
@@ -38,14 +38,10 @@ from regsite import db
 log = logging.getLogger(__name__)
 
 PIECE = 1024 * 1024
+LEASE = timedelta(seconds=60)
 # How long a pull waits for another request's fetch of the same blob (its lease keeps being
 # renewed while bytes arrive; a fetcher that dies frees it within registry.locks.LEASE_SECONDS).
 WAIT_SECONDS = 3600.0
-
-
-def _lease(digest: Digest) -> str:
-    # A lock name (registry.storage.paths.lock) is at most 64 characters.
-    return "proxy-" + hashlib.sha256(str(digest).encode()).hexdigest()[:58]
 
 
 def stat(name: str, digest_text: str) -> blobs.BlobInfo:
@@ -70,27 +66,22 @@ def pull(name: str, digest_text: str, ranged: bool = False) -> tuple[BinaryIO, b
     check_name(name)
     mirror, upstream_name = split(name)
     digest = parse_digest(digest_text)
-    lease = _lease(digest)
+    lease = FetchLease(digest)
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         if queries.blob_linked(name, str(digest)) or _adopt(name, digest):
             metrics.HITS.labels(mirror.prefix, "blob").inc()
             return None
-        held = ExitStack()
-        held.callback(queries.drop_free_lease, lease)
-        try:
-            held.enter_context(DatabaseLocks().hold(lease))
-        except LockHeld:
-            held.pop_all()
-            _wait(name, digest, lease, deadline)
+        if not lease.acquire():
+            _wait(name, digest, lease.name, deadline)
             continue
         try:
-            fill = _start(mirror, name, upstream_name, digest, held)
+            fill = _start(mirror, name, upstream_name, digest, lease)
         except BaseException:
-            held.close()
+            lease.release()
             raise
         if fill is None:  # stored by the request that held the lease just before
-            held.close()
+            lease.release()
             continue
         if ranged or fill.size is None:
             fill.complete()
@@ -98,7 +89,39 @@ def pull(name: str, digest_text: str, ranged: bool = False) -> tuple[BinaryIO, b
         return fill, blobs.BlobInfo(str(digest), fill.size)
 
 
-def _start(mirror: Mirror, name: str, upstream_name: str, digest: Digest, held: ExitStack) -> "Fill | None":
+class FetchLease:
+    """The lease row that makes one request the fetcher of a blob, in every worker and replica.
+
+    Renewed by the fetch itself as bytes arrive (a fetcher that dies, or stalls for LEASE, loses it);
+    its row is removed when let go, since one is made per blob fetched.
+    """
+
+    def __init__(self, digest: Digest) -> None:
+        # A lease name is at most 64 characters (registry.models.Lease).
+        self.name = "proxy-" + hashlib.sha256(str(digest).encode()).hexdigest()[:58]
+        self.owner = ""
+        self._renewed = 0.0
+
+    def acquire(self) -> bool:
+        owner, now = uuid.uuid4().hex, timezone.now()
+        if registry_queries.acquire_lease(self.name, owner, now, now + LEASE) is None:
+            return False
+        self.owner, self._renewed = owner, time.monotonic()
+        return True
+
+    def renew(self) -> None:
+        if self.owner and time.monotonic() - self._renewed > LEASE.total_seconds() / 3:
+            self._renewed = time.monotonic()
+            registry_queries.renew_lease(self.name, self.owner, timezone.now() + LEASE)
+
+    def release(self) -> None:
+        if self.owner:
+            registry_queries.release_lease(self.name, self.owner)
+            queries.drop_free_lease(self.name)
+            self.owner = ""
+
+
+def _start(mirror: Mirror, name: str, upstream_name: str, digest: Digest, lease: FetchLease) -> "Fill | None":
     if queries.blob_linked(name, str(digest)) or _adopt(name, digest):
         return None
     drv = default_driver()
@@ -112,7 +135,7 @@ def _start(mirror: Mirror, name: str, upstream_name: str, digest: Digest, held: 
         raise BlobUnknown(f"blob {digest} unknown to the upstream of {name!r}", {"digest": str(digest)})
     metrics.MISSES.labels(mirror.prefix, "blob").inc()
     try:
-        return Fill(upstream, name, digest, response, held, drv)
+        return Fill(upstream, name, digest, response, lease, drv)
     except BaseException:
         discard(response)
         raise
@@ -147,32 +170,36 @@ class Fill:
     """A blob arriving from the upstream, read like a file by the response that sends it on.
 
     Each piece read is written to an upload path in storage and hashed before it is given out; the
-    last one is given out only after the digest matched and the blob was made visible.
+    last one is given out only once the digest matched. The blob is then made durable and visible
+    (its data moved into place, its row and link) while that last piece travels, before the
+    response ends.
     """
 
-    def __init__(self, upstream: Upstream, name: str, digest: Digest, response: Any, held: ExitStack,
+    def __init__(self, upstream: Upstream, name: str, digest: Digest, response: Any, lease: FetchLease,
                  drv: StorageDriver) -> None:
         length = response.headers.get("Content-Length", "")
         self.size: int | None = int(length) if length.isdigit() else None
         self._upstream, self._name, self._digest = upstream, name, digest
-        self._response, self._held, self._drv = response, held, drv
+        self._response, self._lease, self._drv = response, lease, drv
         self._path = paths.upload_data(uuid.uuid4().hex)
         self._writer = drv.writer(self._path, append=True)
         self._hasher = new_hasher(digest.algorithm)
         self._pending = b""
         self._received = 0
-        self._open = True
+        self._state = RECEIVING
 
     def read(self, size: int = -1) -> bytes:
         try:
-            while self._open:
+            while self._state == RECEIVING:
                 piece = self._next()
                 if not piece:
-                    self._finish()
+                    self._verify()
                     break
                 out, self._pending = self._pending, piece
                 if out:
                     return out
+            if self._state == VERIFIED and not self._pending:
+                self._commit()
         except BaseException:
             self._abandon()
             raise
@@ -182,15 +209,18 @@ class Fill:
     def complete(self) -> None:
         """Read the rest into storage without a client (a ranged request, a client gone)."""
         try:
-            while self._open:
+            while self._state == RECEIVING:
                 if not self._next():
-                    self._finish()
+                    self._verify()
+            if self._state == VERIFIED:
+                self._pending = b""
+                self._commit()
         except BaseException:
             self._abandon()
             raise
 
     def close(self) -> None:
-        if not self._open:
+        if self._state not in (RECEIVING, VERIFIED):
             return
         try:
             self.complete()
@@ -207,9 +237,10 @@ class Fill:
             self._writer.write(piece)
             self._hasher.update(piece)
             self._received += len(piece)
+            self._lease.renew()
         return piece
 
-    def _finish(self) -> None:
+    def _verify(self) -> None:
         mirror, digest = self._upstream.mirror, self._digest
         actual = f"{digest.algorithm}:{self._hasher.hexdigest()}"
         if actual != str(digest) or (self.size is not None and self._received != self.size):
@@ -218,15 +249,19 @@ class Fill:
                       "nothing was stored or served whole", mirror.prefix, mirror.upstream, self._received,
                       digest, self._name, actual)
             raise UpstreamFailed(f"the upstream {mirror.upstream} sent bytes that do not match blob {digest}")
+        self._state = VERIFIED
+        discard(self._response)
+
+    def _commit(self) -> None:
         self._writer.seal()
-        blobs.link(ensure_repository(self._name), digest, self._received, self._drv, source=self._path)
-        self._open = False
+        blobs.link(ensure_repository(self._name), self._digest, self._received, self._drv, source=self._path)
+        self._state = STORED
         self._cleanup()
 
     def _abandon(self) -> None:
-        if not self._open:
+        if self._state in (STORED, ABANDONED):
             return
-        self._open = False
+        self._state = ABANDONED
         self._pending = b""
         try:
             self._writer.cancel()
@@ -240,4 +275,7 @@ class Fill:
             delete_if_exists(self._drv, paths.upload_dir(self._path.split("/")[1]))
         finally:
             discard(self._response)
-            self._held.close()
+            self._lease.release()
+
+
+RECEIVING, VERIFIED, STORED, ABANDONED = "receiving", "verified", "stored", "abandoned"
