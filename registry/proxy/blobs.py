@@ -38,9 +38,9 @@ from regsite import db
 log = logging.getLogger(__name__)
 
 PIECE = 1024 * 1024
+# A fetcher that dies, or whose bytes stop coming, frees the blob for another request after this.
 LEASE = timedelta(seconds=60)
-# How long a pull waits for another request's fetch of the same blob (its lease keeps being
-# renewed while bytes arrive; a fetcher that dies frees it within registry.locks.LEASE_SECONDS).
+# How long a pull waits for another request's fetch of the same blob.
 WAIT_SECONDS = 3600.0
 
 
