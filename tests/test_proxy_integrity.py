@@ -78,3 +78,37 @@ def test_a_manifest_that_does_not_match_its_digest_is_refused(client, corrupt) -
         assert response.status_code == 502, response.content
         assert "does not match its digest" in json.loads(response.content)["errors"][0]["message"]
     assert not Manifest.objects.filter(repository__name="bad/library/bad").exists()
+
+
+def test_a_store_that_fills_up_midway_keeps_nothing(client, settings, monkeypatch, storage_root) -> None:
+    from registry.storage import filesystem
+    from registry.storage.driver import StorageFull
+
+    server = CorruptUpstream(os.urandom(6 * PIECE)).start()
+    try:
+        settings.REGISTRY_PROXIES = [proxy_entry(prefix="bad", url=server.url)]
+        written = {"bytes": 0}
+        write = filesystem.FileWriter.write
+
+        def filling(self, data: bytes) -> int:  # type: ignore[no-untyped-def]
+            written["bytes"] += len(data)
+            if written["bytes"] > 2 * PIECE:
+                raise StorageFull("no space left on the storage device (injected)")
+            return write(self, data)
+
+        monkeypatch.setattr(filesystem.FileWriter, "write", filling)
+        manifest = client.get("/v2/bad/library/bad/manifests/latest", headers={"Accept": OCI_MANIFEST})
+        layer = json.loads(manifest.content)["layers"][0]["digest"]
+        # The manifest says the good digest; the upstream's bytes are wrong anyway: what matters
+        # here is that the write fails first, and the fetch stops there.
+        response = client.get(f"/v2/bad/library/bad/blobs/{layer}")
+        received = 0
+        with pytest.raises(StorageFull):
+            for piece in response.streaming_content:
+                received += len(piece)
+        response.close()
+        assert received < 6 * PIECE
+        assert not Blob.objects.filter(digest=layer).exists()
+        assert not [p for p in stored_files(storage_root) if "blobs" in p.parts or "uploads" in p.parts]
+    finally:
+        server.stop()

@@ -27,6 +27,7 @@ from registry import queries as registry_queries
 from registry.digests import Digest, new_hasher
 from registry.proxy import metrics, queries
 from registry.proxy.mirrors import Mirror, split
+from registry.proxy.spool import Spool
 from registry.proxy.upstream import Upstream, discard
 from registry.services import blobs
 from registry.services.common import check_name, ensure_repository, parse_digest
@@ -169,10 +170,10 @@ def _wait(name: str, digest: Digest, lease: str, deadline: float) -> None:
 class Fill:
     """A blob arriving from the upstream, read like a file by the response that sends it on.
 
-    Each piece read is written to an upload path in storage and hashed before it is given out; the
-    last one is given out only once the digest matched. The blob is then made durable and visible
-    (its data moved into place, its row and link) while that last piece travels, before the
-    response ends.
+    Each piece read is hashed, given to the spool, which writes it to an upload path in storage
+    (registry.proxy.spool), and given out; the last one only once the whole digest matched. The
+    blob is then made durable and visible (its data moved into place, its row and link) while that
+    last piece travels, before the response ends.
     """
 
     def __init__(self, upstream: Upstream, name: str, digest: Digest, response: Any, lease: FetchLease,
@@ -183,6 +184,7 @@ class Fill:
         self._response, self._lease, self._drv = response, lease, drv
         self._path = paths.upload_data(uuid.uuid4().hex)
         self._writer = drv.writer(self._path, append=True)
+        self._spool = Spool(self._writer)
         self._hasher = new_hasher(digest.algorithm)
         self._pending = b""
         self._received = 0
@@ -234,7 +236,7 @@ class Fill:
             return b""
         piece = self._upstream.read(self._response, want)
         if piece:
-            self._writer.write(piece)
+            self._spool.write(piece)
             self._hasher.update(piece)
             self._received += len(piece)
             self._lease.renew()
@@ -253,6 +255,7 @@ class Fill:
         discard(self._response)
 
     def _commit(self) -> None:
+        self._spool.finish()
         self._writer.seal()
         blobs.link(ensure_repository(self._name), self._digest, self._received, self._drv, source=self._path)
         self._state = STORED
@@ -264,6 +267,7 @@ class Fill:
         self._state = ABANDONED
         self._pending = b""
         try:
+            self._spool.stop()
             self._writer.cancel()
             self._drv.abort(self._path, self._writer.state)
         except Exception:
