@@ -9,8 +9,8 @@ elsewhere.
   size pushed into an ordinary repository of the same server (ratio at least 0.95).
 
 A pull is what a client does: the manifest by tag, then every blob (config and layers) in turn,
-each hashed as it arrives. ``upstream_rate`` (bytes per second, 0: unlimited) paces the upstream's
-blob bytes through a relay in this process for both sides of ``proxy-cold``: an upstream is another
+each hashed as it arrives. ``Sizes.proxy_upstream_rate`` (bytes per second) paces the upstream's
+answers through a relay in this process for both sides of ``proxy-cold``: an upstream is another
 registry across a network, and unpaced on loopback the comparison measures three processes sharing
 this machine's two cores instead (both figures are shown).
 """
@@ -25,7 +25,9 @@ from typing import Any
 from bench.client import ACCEPT, EMPTY_JSON, MIB, BlobSource, Client, tiny_manifest
 from bench.servers import Endpoint
 
-PREFIX = "mirror"
+PREFIX = "mirror"  # the cache's [[proxy]] table for the upstream as it is
+PACED_PREFIX = f"{PREFIX}-paced"  # and through the paced relay
+CACHED, NORMAL = "ours cached", "ours normal"  # the sides of proxy-cached
 
 
 @dataclass(frozen=True)
@@ -126,10 +128,6 @@ class PacedRelay:
     def close(self) -> None:
         self._closed = True
         self._listener.close()
-
-
-PACED_PREFIX = f"{PREFIX}-paced"
-CACHED, NORMAL = "ours cached", "ours normal"
 
 
 def config_toml(upstream: Endpoint, relay: PacedRelay) -> str:
