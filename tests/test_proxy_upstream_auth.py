@@ -97,3 +97,76 @@ def test_credentials_and_tokens_show_nowhere(client, settings, start_upstream, t
         assert PASSWORD not in repr(mirrors.configured())
     finally:
         realm.stop()
+
+
+class Redirecting:
+    """An upstream that wants Basic credentials and sends blobs to another server (as Docker Hub
+    sends them to its CDN); the other server records the headers it was sent."""
+
+    def __init__(self, blob: bytes) -> None:
+        import hashlib
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.blob, self.digest = blob, "sha256:" + hashlib.sha256(blob).hexdigest()
+        self.cdn_headers: list[dict[str, str]] = []
+        outer = self
+
+        class Cdn(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802
+                outer.cdn_headers.append(dict(self.headers))
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(outer.blob)))
+                self.end_headers()
+                self.wfile.write(outer.blob)
+
+            def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
+                pass
+
+        class Registry(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.headers.get("Authorization") != basic_header():
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="upstream"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(307)
+                self.send_header("Location", f"{outer.cdn_url}/data/{outer.digest}?signature=x")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
+                pass
+
+        self.servers = [ThreadingHTTPServer(("127.0.0.1", 0), Registry), ThreadingHTTPServer(("127.0.0.1", 0), Cdn)]
+        for server in self.servers:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.servers[0].server_address[1]}"
+        self.cdn_url = f"http://127.0.0.1:{self.servers[1].server_address[1]}"
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
+
+
+def basic_header() -> str:
+    return "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+
+
+def test_a_redirect_to_another_host_does_not_carry_the_credentials(client, settings) -> None:
+    import os
+
+    upstream = Redirecting(os.urandom(100_000))
+    try:
+        settings.REGISTRY_PROXIES = [proxy_entry(prefix="hub", url=upstream.url, username=USER, password=PASSWORD)]
+        response = client.get(f"/v2/hub/library/alpine/blobs/{upstream.digest}")
+        assert response.status_code == 200 and body_of(response) == upstream.blob
+        assert upstream.cdn_headers and all("Authorization" not in h for h in upstream.cdn_headers)
+    finally:
+        upstream.stop()
