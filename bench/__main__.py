@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench import proxy, report
 from bench.profile import Recorder, summarise
 from bench.servers import (
     BENCH_PASSWORD,
@@ -32,6 +32,7 @@ from bench.servers import (
     cpu_seconds,
     ensure_reference_installed,
 )
+from tests.support.server import free_port
 from bench.workloads import QUICK, Figure, Side, Sizes, Workload, workloads
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
@@ -45,8 +46,10 @@ def _interrupt(signum: int, _frame: Any) -> None:
 class Servers:
     """The servers of this run, started together (in threads) and all stopped by ``stop``."""
 
-    def __init__(self, scratch: Path) -> None:
+    def __init__(self, scratch: Path, upstream_rate: int = 0) -> None:
         self.scratch = scratch
+        self.upstream_rate = upstream_rate
+        self.relay: proxy.PacedRelay | None = None
         self.started: list[Any] = []
         self.sides: dict[str, tuple[Side, Side]] = {}
         self.starting: list[threading.Thread] = []
@@ -56,6 +59,14 @@ class Servers:
         anon = bool(pairs & {"anon", "bearer"})
         auth = bool(pairs & {"basic", "bearer"})
         bucket = self._start_s3() if "s3" in pairs else None
+        cache = upstream = None
+        if pairs & {"proxy", "proxy-local"}:
+            # The upstream's port is chosen first: the cache's [[proxy]] tables name it.
+            upstream = Reference(self.scratch / "upstream", port=free_port())
+            self.relay = proxy.PacedRelay(upstream.endpoint, self.upstream_rate)
+            cache = Ours(self.scratch / "ours-proxy", config=proxy.config_toml(upstream.endpoint, self.relay))
+            for server in (cache, upstream):
+                server.proxy_upstream, server.proxy_relay = upstream, self.relay  # type: ignore[attr-defined]
         servers = {
             "ours": Ours(self.scratch / "ours") if anon else None,
             "reference": Reference(self.scratch / "reference") if anon else None,
@@ -63,6 +74,8 @@ class Servers:
             "reference-auth": Reference(self.scratch / "reference-auth", auth=True) if "basic" in pairs else None,
             "ours-s3": Ours(self.scratch / "ours-s3", s3=bucket) if bucket else None,
             "reference-s3": Reference(self.scratch / "reference-s3", s3=bucket) if bucket else None,
+            "ours-proxy": cache,
+            "upstream": upstream,
         }
         self.started = [s for s in servers.values() if s is not None]
         errors: list[BaseException] = []
@@ -90,6 +103,11 @@ class Servers:
         if bucket:
             self.sides["s3"] = (self._side("ours", servers["ours-s3"], None, "ours-s3"),
                                 self._side("reference", servers["reference-s3"], None, "reference-s3"))
+        if cache is not None:
+            self.sides["proxy"] = (self._side("ours", cache, None, "ours-proxy"),
+                                   self._side("upstream", upstream, None, "upstream"))
+            self.sides["proxy-local"] = (self._side(proxy.CACHED, cache, None, "ours-cached"),
+                                         self._side(proxy.NORMAL, cache, None, "ours-normal"))
         token = servers["ours-auth"].token if auth else None
         if "bearer" in pairs and token:
             self.sides["bearer"] = (self._side("ours", servers["ours-auth"], f"Bearer {token}", "ours-bearer"),
@@ -127,6 +145,8 @@ class Servers:
             thread.join()
         if self.rgw is not None:
             self.rgw.stop()
+        if self.relay is not None:
+            self.relay.close()
 
 
 def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes, rounds: int,
@@ -196,7 +216,7 @@ def main(argv: list[str]) -> int:
     ensure_reference_installed()
     signal.signal(signal.SIGTERM, _interrupt)
     scratch = Path(tempfile.mkdtemp(prefix="registry-bench-"))
-    servers = Servers(scratch)
+    servers = Servers(scratch, sizes.proxy_upstream_rate)
     rows: list[report.Row] = []
     cpu_rows: list[report.Row] = []
     started = time.monotonic()

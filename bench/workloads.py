@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.client import ACCEPT, EMPTY_DIGEST, EMPTY_JSON, MIB, BlobSource, Client, tiny_manifest
-from bench import rollout
+from bench import proxy, rollout
 from bench.load import hammer
 from bench.parallel import run_parallel
 from bench.servers import Endpoint, pss_bytes
@@ -49,12 +49,16 @@ class Sizes:
     rollout_push_blob: int = 16 * MIB
     rollout_chunk: int = 4 * MIB
     rollout_rate: int = MIB  # bytes per second per client
+    proxy_layers: int = 3
+    proxy_layer: int = 32 * MIB
+    proxy_upstream_rate: int = 100 * MIB  # bytes per second of an upstream across a network (bench/proxy.py)
 
 
 QUICK = Sizes(blob=16 * MIB, chunk=4 * MIB, small_blobs=48, load_seconds=0.3, tags=60,
               catalog_small=60, catalog_large=150, catalog_page=50, list_repeats=5,
               image_bytes=5 * MIB, memory_blob=48 * MIB, s3_blob=16 * MIB, rollout_pullers=30, rollout_blob=4 * MIB,
-              rollout_pushers=10, rollout_push_blob=2 * MIB, rollout_chunk=MIB, rollout_rate=2 * MIB)
+              rollout_pushers=10, rollout_push_blob=2 * MIB, rollout_chunk=MIB, rollout_rate=2 * MIB,
+              proxy_layer=2 * MIB)
 
 
 @dataclass(frozen=True)
@@ -458,6 +462,16 @@ def workloads(sizes: Sizes) -> list[Workload]:
                  _rollout_labels("rollout_push", f"{sizes.rollout_pushers} chunked pushes of "
                                  f"{sizes.rollout_push_blob // MIB} MiB at {sizes.rollout_rate // MIB} MiB/s"),
                  _rollout_push, _prepare_rollout),
+        Workload("proxy-cold", "proxy", [
+            Figure("proxy_cold_paced", f"cold pull through the cache, {sizes.proxy_layers} x "
+                   f"{sizes.proxy_layer // MIB} MiB, upstream at {sizes.proxy_upstream_rate // MIB} MiB/s",
+                   "MiB/s", True, 0.91),
+            Figure("proxy_cold", "  the same, upstream unpaced on loopback", "MiB/s", True),
+        ], proxy.run_cold, rounds=2),
+        Workload("proxy-cached", "proxy-local", [
+            Figure("proxy_cached", f"cached pull, {sizes.proxy_layers} x {sizes.proxy_layer // MIB} MiB "
+                   "(vs a pull of an ordinary repository)", "MiB/s", True, 0.95),
+        ], proxy.run_cached, proxy.prepare_cached, rounds=2),
         Workload("memory", "anon", [
             Figure("mem_peak", f"peak PSS of the server tree, {sizes.memory_blob // MIB} MiB push", "MiB", False),
             Figure("mem_growth", "  PSS growth during that push", "MiB", False, None, 64.0),

@@ -49,6 +49,7 @@ STORAGE_FULL = ErrorCode("BLOB_UPLOAD_INVALID", "no space left on the storage de
 INTERNAL = ErrorCode("UNKNOWN", "internal server error", 500)
 UNAVAILABLE = ErrorCode("UNAVAILABLE", "service unavailable", 503)
 ENDPOINT_UNKNOWN = ErrorCode("UNSUPPORTED", "no registry endpoint at this path", 404)
+UPSTREAM_FAILED = ErrorCode("UNAVAILABLE", "the upstream registry failed", 502)
 
 # The errors a registry view answers with the envelope rather than a 500.
 ANSWERED = (exc.RegistryError, StorageFull)
@@ -74,6 +75,10 @@ EXCEPTION_CODES: dict[type[Exception], tuple[ErrorCode, int | None]] = {
     exc.RangeNotSatisfiable: (RANGE_INVALID, None),
     exc.DeleteDisabled: (UNSUPPORTED, None),
     exc.PolicyDenied: (DENIED, None),
+    exc.ReadOnlyNamespace: (UNSUPPORTED, None),
+    exc.UpstreamUnavailable: (UNAVAILABLE, None),
+    exc.UpstreamFailed: (UPSTREAM_FAILED, None),
+    exc.UpstreamThrottled: (TOOMANYREQUESTS, None),
     StorageFull: (STORAGE_FULL, None),
 }
 
@@ -117,7 +122,7 @@ def response_for(error: Answered) -> HttpResponse:
         response["Range"] = f"0-{max(error.offset - 1, 0)}"
     if isinstance(error, exc.RangeNotSatisfiable):
         response["Content-Range"] = f"bytes */{error.size}"
-    if isinstance(error, exc.TooManyUploads):
+    if isinstance(error, (exc.TooManyUploads, exc.UpstreamError)):
         response["Retry-After"] = str(error.retry_after)
     return response
 

@@ -47,7 +47,8 @@ class Manifest(models.Model):
     subject_digest = models.CharField(max_length=200, blank=True, default="")
     annotations = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
-    # When a GET (by tag or digest) last served it, to the minute: retention keeps what is pulled.
+    # When a GET (by tag or digest) last served it, to the minute (registry.policies.pulls):
+    # retention keeps what is pulled, and a pull-through cache evicts what is not (registry.proxy).
     last_pulled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -76,6 +77,8 @@ class Tag(models.Model):
     name = models.CharField(max_length=128)
     manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="tags")
     updated_at = models.DateTimeField(default=timezone.now)
+    # A pull-through cache's tag: when the upstream last confirmed its digest (registry.proxy).
+    checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["repository", "name"], name="uniq_tag")]

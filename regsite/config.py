@@ -132,6 +132,11 @@ class Required:
 # naming the entry (entry_name) and the key. Features register their tables here.
 LISTS: dict[str, dict[str, Any]] = {}
 LIST_VALIDATORS: dict[str, Callable[[list[dict[str, Any]]], None]] = {}
+# Keys of list entries whose values no error message may show.
+LIST_SECRETS: set[tuple[str, str]] = set()
+# Checks of one table against another (a governance rule against the [[proxy]] prefixes), run after
+# every table's own.
+CROSS_CHECKS: list[Callable[[dict[str, Any]], None]] = []
 
 
 _LABEL_KEYS = ("name", "prefix", "repositories")
@@ -247,7 +252,12 @@ def _entries(table: str, raw: Any, path: Path) -> list[dict[str, Any]]:
         for key, value in given.items():
             if key not in schema:
                 raise ConfigError(f"{where} {key}: unknown key in {path}")
-            entry[key] = _coerce(f"{where} {key}", schema[key], value, False)
+            try:
+                entry[key] = _coerce(f"{where} {key}", schema[key], value, False)
+            except ConfigError:
+                if (table, key) in LIST_SECRETS:
+                    raise ConfigError(f"{where} {key}: expected a string") from None
+                raise
         for key, default in schema.items():
             if key not in entry:
                 if isinstance(default, Required):
@@ -292,6 +302,8 @@ def _env_target(name: str) -> tuple[str, str] | None:
 def _validate(cfg: dict[str, Any]) -> None:
     for table, check in LIST_VALIDATORS.items():
         check(cfg[table])
+    for cross_check in CROSS_CHECKS:
+        cross_check(cfg)
     for table, key in POSITIVE_INTS:
         if cfg[table][key] <= 0:
             raise ConfigError(f"[{table}] {key}: must be a positive integer, got {cfg[table][key]}")
@@ -513,9 +525,10 @@ def load_or_exit(
 
 def _register_tables() -> None:
     # Features declare their tables in their own modules, which need the names above.
-    from regsite import policy_config
+    from regsite import policy_config, proxy_config
 
-    policy_config.register(LISTS, LIST_VALIDATORS)
+    proxy_config.register(LISTS, LIST_VALIDATORS, LIST_SECRETS)
+    policy_config.register(LISTS, LIST_VALIDATORS, CROSS_CHECKS)
 
 
 _register_tables()

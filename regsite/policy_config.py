@@ -2,7 +2,9 @@
 
 Their keys (with defaults) go into ``regsite.config.LISTS``; each list is checked by building its
 rules with ``registry.policies.rules``, the code that applies them, so an invalid glob, regular
-expression, size or count stops start-up with one line naming the entry and the key.
+expression, size or count stops start-up with one line naming the entry and the key. No rule applies
+under a pull-through cache's prefix (``[[proxy]]``): one whose glob lies wholly inside such a prefix
+would do nothing, and is refused the same way.
 """
 from __future__ import annotations
 
@@ -53,7 +55,29 @@ def _validator(kind: str) -> Callable[[list[dict[str, Any]]], None]:
     return check
 
 
-def register(lists: dict[str, dict[str, Any]], validators: dict[str, Callable[[list[dict[str, Any]]], None]]) -> None:
+def _literal_head(glob: str) -> str:
+    """What every name the glob matches starts with: the glob up to its first wildcard."""
+    return next((glob[:i] for i, c in enumerate(glob) if c in "*?["), glob)
+
+
+def check_outside_caches(cfg: dict[str, Any]) -> None:
+    """A rule whose repositories all lie under a [[proxy]] prefix would never apply (rules.py)."""
+    for kind in SCHEMAS:
+        for index, entry in enumerate(cfg[kind]):
+            glob = entry["repositories"]
+            head = _literal_head(glob)
+            for proxy in cfg.get("proxy", []):
+                prefix = proxy["prefix"]
+                if glob == prefix or head.startswith(prefix + "/"):
+                    raise ConfigError(
+                        f"{entry_name(kind, index, entry)} repositories: {glob!r} lies within the pull-through "
+                        f"cache {prefix!r} ([[proxy]]), where no retention, immutable or quota rule applies: "
+                        "its evict_after_days governs it")
+
+
+def register(lists: dict[str, dict[str, Any]], validators: dict[str, Callable[[list[dict[str, Any]]], None]],
+             cross_checks: list[Callable[[dict[str, Any]], None]]) -> None:
     for kind, schema in SCHEMAS.items():
         lists[kind] = schema
         validators[kind] = _validator(kind)
+    cross_checks.append(check_outside_caches)

@@ -46,6 +46,8 @@ MIDDLEWARE = [
     "regsite.db.ReleaseBeforeStreamingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before authentication: a mirror's ?ns= or /<prefix>/v2/ path is rewritten to the name it means.
+    "registry.proxy.routing.ProxyRoutingMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
@@ -117,6 +119,8 @@ REGISTRY_MIN_FREE_BYTES: int = SVC["storage"]["min_free_bytes"]
 REGISTRY_RETENTION: list[dict] = SVC["retention"]
 REGISTRY_IMMUTABLE: list[dict] = SVC["immutable"]
 REGISTRY_QUOTAS: list[dict] = SVC["quota"]
+# Pull-through caches, one entry per [[proxy]] table (registry.proxy).
+REGISTRY_PROXIES: list[dict] = SVC["proxy"]
 
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])

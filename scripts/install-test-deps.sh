@@ -20,6 +20,9 @@ command -v docker-compose >/dev/null || need+=(docker-compose)
 # A real Docker engine as a client (tests/support/docker.py), running static busybox.
 command -v dockerd >/dev/null || need+=(docker.io)
 [ -x /usr/bin/busybox ] || need+=(busybox-static)
+# The CNCF registry (distribution 2.8) as the upstream of the pull-through cache tests and the
+# reference of the benchmark.
+command -v docker-registry >/dev/null || need+=(docker-registry)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

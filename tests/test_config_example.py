@@ -40,7 +40,11 @@ def test_it_shows_every_key_of_every_array_of_tables(tmp_path) -> None:
     entries = _commented_entries()
     assert set(entries) == set(config.LISTS)
     for table, text in entries.items():
-        assert set(tomli.loads(text)[table][0]) == set(config.LISTS[table]), table
+        entry = tomli.loads(text)[table][0]
+        assert set(entry) == set(config.LISTS[table]), table
+        for key, default in config.LISTS[table].items():
+            if not isinstance(default, config.Required):
+                assert entry[key] == default, f"[[{table}]] {key}: the example shows a value other than the default"
     path = tmp_path / "config.toml"
     path.write_text("".join(entries.values()))
     loaded = config.load({"SVC_CONFIG": str(path)})

@@ -50,9 +50,26 @@ def _op(summary: str, operation_id: str, responses: dict[str, Spec], description
     return spec
 
 
+# Pull-through caches ([[proxy]]): pulls under a cache's prefix (or with containerd's ?ns=) fetch
+# from the upstream on a miss, and its failures come back as these.
+_NS = _query("ns", "containerd's mirror parameter (hosts.toml): the registry host the name belongs to. The "
+             "pull-through cache configured with that host serves the request, as /v2/<prefix>/<name>/..., "
+             "and says so in OCI-Namespace; a host no cache claims is ignored.")
+_PROXY_HEADERS: dict[str, Spec] = {
+    "OCI-Namespace": {"description": "The `ns` a pull-through cache honoured.", "schema": {"type": "string"}},
+}
+
+
+def _upstream_errors() -> dict[str, Spec]:
+    """A pull-through cache's miss when its upstream fails: rate-limited (429), unreachable or 503
+    (503), any other failure or content not matching its digest (502); all with Retry-After."""
+    return {"429": ref("responses", "RegistryError"), "502": ref("responses", "RegistryError"),
+            "503": ref("responses", "RegistryError")}
+
+
 def _blob_headers(extra: dict[str, Spec] | None = None) -> dict[str, Spec]:
     return {"Docker-Content-Digest": _h("ContentDigest"), "Docker-Distribution-API-Version": _h("ApiVersion"),
-            "Content-Length": {"schema": {"type": "integer"}}, **(extra or {})}
+            "Content-Length": {"schema": {"type": "integer"}}, **_PROXY_HEADERS, **(extra or {})}
 
 
 def _upload_status(description: str) -> Spec:
@@ -95,7 +112,9 @@ def _tags() -> Spec:
 def _manifest() -> Spec:
     content = {media_type: {"schema": ref("schemas", "Manifest")} for media_type in MANIFEST_TYPES}
     headers = {"Docker-Content-Digest": _h("ContentDigest"), "ETag": {"schema": {"type": "string"}},
-               "Docker-Distribution-API-Version": _h("ApiVersion")}
+               "Docker-Distribution-API-Version": _h("ApiVersion"), **_PROXY_HEADERS,
+               "Warning": {"description": "A pull-through cache serving a tag its upstream could not "
+                                          "confirm: `299 - \"...\"`.", "schema": {"type": "string"}}}
     ok = {"description": "The manifest, byte for byte, with its media type.", "content": content,
           "headers": headers}
     if_none_match = _header("If-None-Match", "The quoted digest of a cached copy: 304 when it matches.")
@@ -109,11 +128,12 @@ def _manifest() -> Spec:
     return {
         "parameters": [_p("name"), _p("reference")],
         "get": _op("Fetch a manifest", "getManifest",
-                   {"200": ok, "304": response("Not modified."), **_errors(400, 404)},
-                   parameters=[accept, if_none_match]),
+                   {"200": ok, "304": response("Not modified."), **_errors(400, 404), **_upstream_errors()},
+                   parameters=[accept, if_none_match, _NS]),
         "head": _op("Check a manifest", "headManifest",
-                    {"200": {"description": "Headers of the manifest.", "headers": headers}, **_errors(400, 404)},
-                    parameters=[accept]),
+                    {"200": {"description": "Headers of the manifest.", "headers": headers}, **_errors(400, 404),
+                     **_upstream_errors()},
+                    parameters=[accept, _NS]),
         "put": _op("Push a manifest", "putManifest",
                    {"201": response("Stored.", headers=put_headers),
                     "413": ref("responses", "RegistryError"), **_errors(400, 404, denied="DeniedOrImmutable")},
@@ -137,9 +157,12 @@ def _blob() -> Spec:
                     "headers": _blob_headers({"Content-Range": {"schema": {"type": "string"}}})},
             "416": response("The range starts past the end.", ref("schemas", "ErrorEnvelope"),
                             headers={"Content-Range": {"schema": {"type": "string"}}}),
-            **_errors(400, 404)}, parameters=[range_header]),
+            **_errors(400, 404), **_upstream_errors()}, parameters=[range_header, _NS],
+            description="Under a pull-through cache's prefix a miss is streamed from the upstream as it is "
+                        "stored; bytes that do not match the digest end the response short."),
         "head": _op("Check a blob", "headBlob",
-                    {"200": {"description": "The blob exists.", "headers": _blob_headers()}, **_errors(400, 404)}),
+                    {"200": {"description": "The blob exists.", "headers": _blob_headers()}, **_errors(400, 404),
+                     **_upstream_errors()}, parameters=[_NS]),
         "delete": _op("Delete a blob from a repository", "deleteBlob",
                       {"202": response("Unlinked; garbage collection removes unused data."), **_errors(400, 404)}),
     }

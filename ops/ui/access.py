@@ -178,6 +178,9 @@ def registry_error_page(request: HttpRequest, error: exc.RegistryError) -> HttpR
                           f"{error.message.capitalize()}. It may have been deleted.")
     if isinstance(error, exc.PolicyDenied):
         return error_page(request, 403, "Refused by the registry's rules", error.message)
+    if isinstance(error, exc.ReadOnlyNamespace):
+        return error_page(request, 405, "A mirror is read-only", f"{error.message.capitalize()}: its content "
+                          "comes from the upstream, and garbage collection evicts what is not pulled.")
     if isinstance(error, exc.DeleteDisabled):
         return error_page(request, 403, "Deletes are disabled",
                           "This registry is configured with deletes disabled "

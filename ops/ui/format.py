@@ -71,6 +71,15 @@ def utc(moment: datetime | None) -> str:
 
 
 @register.filter
+def mirror_of(name: str) -> str:
+    """The upstream a pull-through cache's repository mirrors (registry.proxy), or ""."""
+    from registry.proxy.mirrors import find
+
+    mirror = find(name)
+    return f"{mirror.url}/{mirror.upstream_name(name)}" if mirror is not None and name != mirror.prefix else ""
+
+
+@register.filter
 def short_digest(digest: str) -> str:
     """sha256:0123456789abcdef... -> sha256:0123456789ab (what people compare by eye)."""
     algorithm, _, hex_part = (digest or "").partition(":")

@@ -313,6 +313,11 @@ def parents(info: ManifestInfo) -> list[str]:
     )
 
 
+def last_pulled(repository_id: int) -> datetime | None:
+    """When a client last pulled any manifest of the repository (recorded at most once a minute)."""
+    return Manifest.objects.filter(repository_id=repository_id).aggregate(last=Max("last_pulled_at"))["last"]
+
+
 def present(repository_id: int, digests: Iterable[str]) -> dict[str, int]:
     """The content size of each of ``digests`` stored in the repository (the others are absent)."""
     wanted = [d for d in digests if d]

@@ -12,13 +12,15 @@ from django.urls import reverse
 from ops.ui import policies, queries
 from ops.ui.access import UiRequest, error_page, not_found, page, ui_view
 from ops.ui.configs import read_config
+from ops.ui.format import mirror_of
 from ops.ui.forms import RepositoryDeleteForm
 from ops.ui.manifests import summarize
 from registry.digests import Digest, is_digest_like
 from registry.policies.immutable import immutable_tags
 from registry.names import is_valid_name, is_valid_tag
+from registry.proxy.mirrors import find as find_mirror
 from registry.services import manifests, repositories
-from registry.services.exceptions import DeleteDisabled
+from registry.services.exceptions import DeleteDisabled, ReadOnlyNamespace
 
 
 def _deleted(request: HttpRequest, valid: Callable[[str], bool]) -> str:
@@ -41,6 +43,21 @@ def _choice(request: HttpRequest, key: str, allowed: tuple[str, ...]) -> str:
 
 
 DESCRIPTORS_PER_PAGE = 100
+
+
+def _mirror(name: str, repository_id: int | None = None) -> dict[str, object] | None:
+    """What the pages show of a pull-through cache's repository (or manifest): its upstream and,
+    for a repository, its last pull (a manifest page shows its own, as for any manifest)."""
+    if find_mirror(name) is None:
+        return None
+    last = queries.last_pulled(repository_id) if repository_id is not None else None
+    return {"upstream": mirror_of(name), "last_pulled": last}
+
+
+def _refuse_mirror(name: str) -> None:
+    mirror = find_mirror(name)
+    if mirror is not None:
+        raise ReadOnlyNamespace(f"{mirror.prefix}/ is a read-only pull-through cache of {mirror.upstream}")
 
 
 @ui_view("GET")
@@ -70,6 +87,7 @@ def repository_detail(request: HttpRequest, name: str) -> HttpResponse:
         "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort,
         "untagged_total": untagged_total, "untagged": untagged,
         "deleted": _deleted(request, _deleted_reference), "rules": policies.for_repository(info.name),
+        "mirror": _mirror(name, info.id),
     })
 
 
@@ -91,7 +109,7 @@ def manifest_detail(request: HttpRequest, name: str, reference: str) -> HttpResp
         "children": [{"child": c, "stored": c.digest in linked, "content_size": linked.get(c.digest)}
                      for c in children],
         "subject_stored": summary.subject in linked,
-        "immutable_tags": sorted(immutable_tags(name, info.tags)),
+        "immutable_tags": sorted(immutable_tags(name, info.tags)), "mirror": _mirror(name),
     })
 
 
@@ -100,6 +118,7 @@ def delete_manifest(request: UiRequest, name: str, reference: str) -> HttpRespon
     """GET asks for confirmation; POST deletes. A tag deletes only the tag, a digest the manifest."""
     if not request.viewer.can_delete:
         raise DeleteDisabled("deletes are disabled")
+    _refuse_mirror(name)
     info = queries.manifest(name, reference)
     by_digest = is_digest_like(reference)
     if request.method == "POST":
@@ -118,6 +137,7 @@ def delete_repository(request: UiRequest, name: str) -> HttpResponse:
     """GET asks for the name to be typed again; POST with it deletes the whole repository."""
     if not request.viewer.can_delete:
         raise DeleteDisabled("deletes are disabled")
+    _refuse_mirror(name)
     info = queries.repository(name)
     form = RepositoryDeleteForm(request.POST if request.method == "POST" else None)
     if form.is_valid():

@@ -37,8 +37,10 @@ def _figures(value: int) -> str:
 
 
 def _count(rule: QuotaRule, policies: Policies) -> int:
+    # Repositories an earlier rule holds are not this one's, nor are a pull-through cache's.
     earlier = [r.regex for r in policies.quotas[:rule.index]]
-    return q.usage_of(rule.regex, earlier)
+    exempt = policies.exempt_regex
+    return q.usage_of(rule.regex, earlier + ([exempt] if exempt else []))
 
 
 def _locked_usage(rule: QuotaRule, policies: Policies) -> int:

@@ -4,6 +4,11 @@ Rules of each kind are tried in the order of the configuration file and the firs
 ``repositories`` glob matches the repository's name applies; the others do not. Parsing is pure
 Python: ``regsite.policy_config`` validates the configuration with the same functions before Django
 starts, so a rule the server accepts is exactly a rule the services can apply.
+
+No rule applies under the prefix of a pull-through cache (``[[proxy]]``, registry.proxy): what it
+holds is a copy of its upstream, whose tags move when the upstream's do, whose untagged manifests
+(images pulled by digest) are in use, and whose bytes are the upstream's. Its own
+``evict_after_days`` governs it; a glob such as ``**`` covers every other repository.
 """
 from __future__ import annotations
 
@@ -136,26 +141,50 @@ def quota_rule(index: int, entry: Mapping[str, Any]) -> QuotaRule:
 BUILDERS = {"retention": retention_rule, "immutable": immutable_rule, "quota": quota_rule}
 
 
+def exempt_regex(prefixes: Sequence[str]) -> str | None:
+    """The repositories under any of ``prefixes`` (pull-through caches), as an anchored regular
+    expression; None without prefixes."""
+    if not prefixes:
+        return None
+    # Only "." of a repository name's characters is special, here as in glob_regex; plain groups
+    # read the same in Python (SQLite) and PostgreSQL.
+    return "^(" + "|".join(prefix.replace(".", r"\.") for prefix in prefixes) + ")(/.*)?$"
+
+
 @dataclass(frozen=True)
 class Policies:
     retention: tuple[RetentionRule, ...] = ()
     immutable: tuple[ImmutableRule, ...] = ()
     quotas: tuple[QuotaRule, ...] = ()
+    exempt: tuple[str, ...] = ()  # prefixes of pull-through caches, where no rule applies
 
     @classmethod
     def from_config(cls, retention: Sequence[Mapping[str, Any]], immutable: Sequence[Mapping[str, Any]],
-                    quotas: Sequence[Mapping[str, Any]]) -> Policies:
+                    quotas: Sequence[Mapping[str, Any]], exempt: Sequence[str] = ()) -> Policies:
         return cls(tuple(retention_rule(i, e) for i, e in enumerate(retention)),
                    tuple(immutable_rule(i, e) for i, e in enumerate(immutable)),
-                   tuple(quota_rule(i, e) for i, e in enumerate(quotas)))
+                   tuple(quota_rule(i, e) for i, e in enumerate(quotas)), tuple(exempt))
+
+    def exempted(self, repository: str) -> bool:
+        return any(repository == prefix or repository.startswith(prefix + "/") for prefix in self.exempt)
+
+    @property
+    def exempt_regex(self) -> str | None:
+        return exempt_regex(self.exempt)
 
     def retention_for(self, repository: str) -> RetentionRule | None:
+        if self.exempted(repository):
+            return None
         return next((rule for rule in self.retention if rule.matches(repository)), None)
 
     def immutable_for(self, repository: str) -> ImmutableRule | None:
+        if self.exempted(repository):
+            return None
         return next((rule for rule in self.immutable if rule.matches(repository)), None)
 
     def quota_for(self, repository: str) -> QuotaRule | None:
+        if self.exempted(repository):
+            return None
         return next((rule for rule in self.quotas if rule.matches(repository)), None)
 
     def quota_named(self, name: str) -> QuotaRule | None:
@@ -165,23 +194,26 @@ class Policies:
     def quota_scope(self) -> str:
         """Which repositories each quota holds depends on every quota glob and their order: a usage
         figure counted under another scope is counted again."""
-        spec = json.dumps([[rule.name, rule.repositories] for rule in self.quotas])
+        spec = json.dumps([[rule.name, rule.repositories] for rule in self.quotas]
+                          + ([["exempt", *self.exempt]] if self.exempt else []))
         return hashlib.sha256(spec.encode()).hexdigest()[:32]
 
 
-_cache: tuple[tuple[Any, Any, Any], Policies] | None = None
+_cache: tuple[tuple[Any, Any, Any, Any], Policies] | None = None
 
 
 def current() -> Policies:
-    """The rules of the running configuration (settings.REGISTRY_RETENTION, _IMMUTABLE, _QUOTAS),
-    parsed once per configuration object (the cache holds the lists, so identity is enough)."""
+    """The rules of the running configuration (settings.REGISTRY_RETENTION, _IMMUTABLE, _QUOTAS, and
+    the prefixes of REGISTRY_PROXIES they leave alone), parsed once per configuration object (the
+    cache holds the lists, so identity is enough)."""
     global _cache
     from django.conf import settings
 
-    lists = (settings.REGISTRY_RETENTION, settings.REGISTRY_IMMUTABLE, settings.REGISTRY_QUOTAS)
+    lists = (settings.REGISTRY_RETENTION, settings.REGISTRY_IMMUTABLE, settings.REGISTRY_QUOTAS,
+             settings.REGISTRY_PROXIES)
     cached = _cache
     if cached is not None and all(a is b for a, b in zip(cached[0], lists, strict=True)):
         return cached[1]
-    policies = Policies.from_config(*lists)
+    policies = Policies.from_config(*lists[:3], exempt=[entry["prefix"] for entry in lists[3]])
     _cache = (lists, policies)
     return policies

@@ -10,6 +10,7 @@ share (building them once, the byte-order rule) is in ``_sql``.
     uploads        upload sessions and their leases
     locks          named leases and per-digest locks
     quotas         the usage rows of [[quota]] rules, counted again from the links
+    proxy          pull-through caches: cached manifests and tags, adopting blobs, eviction
 """
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ from registry.queries.blobs import (
 )
 from registry.queries.locks import (
     acquire_lease,
+    delete_free_lease,
+    lease_held,
     lock_keys,
     release_lease,
     renew_lease,
@@ -68,6 +71,17 @@ from registry.queries.manifests import (
     manifest_nodes,
     stored_manifests,
     touch_pulled,
+)
+from registry.queries.proxy import (
+    CachedManifest,
+    cached_manifest,
+    listed_by_others,
+    mark_tag_checked,
+    point_cached_tag,
+    references_blob,
+    stale_manifests,
+    still_stale,
+    stored_blob_size,
 )
 from registry.queries.quotas import (
     QuotaRow,
@@ -132,12 +146,16 @@ __all__ = [
     "mount_sources", "quota_links_by_id", "quota_links_in_repository", "quota_links_of_blobs",
     "quota_links_of_digest", "repositories_linking", "repositories_linking_blobs", "unlink_blob",
     # locks
-    "acquire_lease", "lock_keys", "release_lease", "renew_lease", "set_lease_data",
+    "acquire_lease", "delete_free_lease", "lease_held", "lock_keys", "release_lease", "renew_lease",
+    "set_lease_data",
     # manifests
     "ManifestDetails", "ManifestNode", "ManifestRow", "blob_reference_counts", "blob_reference_counts_in",
     "blob_references", "delete_manifest", "delete_manifests", "index_children", "insert_manifest",
     "manifest_by_digest", "manifest_by_tag", "manifest_details", "manifest_id", "manifest_nodes",
     "stored_manifests", "touch_pulled",
+    # proxy
+    "CachedManifest", "cached_manifest", "listed_by_others", "mark_tag_checked", "point_cached_tag",
+    "references_blob", "stale_manifests", "still_stale", "stored_blob_size",
     # quotas
     "QuotaRow", "add_quota", "create_quota", "delete_quota_rows_except", "lock_quota", "quota_rows", "set_quota",
     "usage_of",

@@ -21,7 +21,9 @@ def _acquire_lease_sql() -> str:
 
 def acquire_lease(name: str, owner: str, now: datetime, until: datetime) -> dict[str, Any] | None:
     """Hold the lease ``name`` until ``until`` if nobody else holds it; its data, or None."""
-    Lease.objects.bulk_create([Lease(name=name)], ignore_conflicts=True)  # leases are never deleted
+    # Made when first wanted; only a lease per fetched blob of a pull-through cache is deleted once
+    # free (delete_free_lease), and acquiring it again makes it again.
+    Lease.objects.bulk_create([Lease(name=name)], ignore_conflicts=True)
     row = fetch_one(_acquire_lease_sql(), [owner, moment(until), name, moment(now)])
     return None if row is None else json_value(row[0])
 
@@ -32,6 +34,16 @@ def release_lease(name: str, owner: str) -> None:
 
 def renew_lease(name: str, owner: str, until: datetime) -> bool:
     return Lease.objects.filter(name=name, owner=owner).update(until=until) == 1
+
+
+def lease_held(name: str, now: datetime) -> bool:
+    """Whether somebody holds the lease ``name`` now."""
+    return Lease.objects.filter(name=name, until__gt=now).exclude(owner="").exists()
+
+
+def delete_free_lease(name: str) -> None:
+    """Remove the lease ``name`` if nobody holds it (a pull-through cache makes one per blob fetched)."""
+    Lease.objects.filter(name=name, owner="").delete()
 
 
 def set_lease_data(name: str, owner: str, data: dict[str, Any]) -> bool:

@@ -29,7 +29,7 @@ class ManifestDetails(NamedTuple):
     last_pulled_at: datetime | None
 
 
-def _pull_due_sql() -> str:
+def pull_due_sql() -> str:
     """Whether a pull of manifest ``m`` should be recorded (none in the last minute), worked out by
     the database: reading the time itself and comparing it in Python was most of what recording
     pulls added to a GET (SQLite's text turned into an aware datetime on every pull)."""
@@ -42,7 +42,7 @@ def _pull_due_sql() -> str:
 
 def _pull_columns(with_body: bool) -> str:
     # A GET (a pull) reads the body and whether recording the pull is due; a HEAD is no pull.
-    return f"m.id, m.digest, m.media_type, m.size{f', m.body, {_pull_due_sql()}' if with_body else ''}"
+    return f"m.id, m.digest, m.media_type, m.size{f', m.body, {pull_due_sql()}' if with_body else ''}"
 
 
 # Hand-written: compiling these with the ORM cost more than running them (every manifest GET and
@@ -118,11 +118,13 @@ def stored_manifests(repository_id: int, digests: Iterable[str]) -> set[str]:
 
 def insert_manifest(repository_id: int, digest: str, body: bytes, media_type: str, artifact_type: str,
                     subject_digest: str, annotations: dict[str, Any], blobs: Iterable[str],
-                    children: Iterable[str]) -> int:
-    """Store a manifest and the blobs and child manifests it references; its id."""
+                    children: Iterable[str], pulled_at: datetime | None = None) -> int:
+    """Store a manifest and the blobs and child manifests it references; its id. ``pulled_at``: it
+    is stored by a pull (a pull-through cache's miss), which counts as its last."""
     manifest = Manifest.objects.create(
         repository_id=repository_id, digest=digest, media_type=media_type, size=len(body), body=body,
         artifact_type=artifact_type, subject_digest=subject_digest, annotations=annotations,
+        last_pulled_at=pulled_at,
     )
     ManifestReference.objects.bulk_create(
         [ManifestReference(manifest=manifest, digest=d, kind=ManifestReference.BLOB) for d in blobs]

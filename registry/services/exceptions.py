@@ -106,3 +106,29 @@ class ImmutableTag(PolicyDenied):
 
 class QuotaExceeded(PolicyDenied):
     pass
+
+
+class ReadOnlyNamespace(RegistryError):
+    """A push, delete or mount into a pull-through cache's namespace."""
+
+
+class UpstreamError(RegistryError):
+    """A pull-through cache's upstream could not give what a pull needs. ``retry_after`` is the
+    seconds a client should wait; the message names the upstream's host, never its credentials."""
+
+    def __init__(self, message: str, retry_after: int = 30) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class UpstreamUnavailable(UpstreamError):
+    """Unreachable, timed out, or answering 503."""
+
+
+class UpstreamFailed(UpstreamError):
+    """Answering an error other than 429 and 503, refusing the configured credentials, or sending
+    content that does not match its digest."""
+
+
+class UpstreamThrottled(UpstreamError):
+    """Answering 429 Too Many Requests."""

@@ -4,12 +4,14 @@ The registry keeps serving while this runs, because every fact that decides what
 the database and every deletion re-checks it under the digest locks that writers take too
 (``services.digest_locks``):
 
-1. Upload sessions idle for longer than ``upload_expiry_hours`` go, with their partial data.
+1. Upload sessions idle for longer than ``upload_expiry_hours`` go, with their partial data; so
+   do a pull-through cache's images not pulled for its ``evict_after_days`` (registry.proxy).
 2. In a repository a ``[[retention]]`` rule covers, the manifests its rule leaves to go
    (retention.executor.collectable: untagged for longer than untagged_after_hours, and the
    referrers of those); in the others, with ``delete_untagged``, manifests that no tag reaches,
    directly, through an index or as a referrer of a reached manifest. Per repository, re-marked
-   inside the deleting transaction.
+   inside the deleting transaction. Neither applies under a pull-through cache's prefix: eviction
+   alone decides there (an image pulled by digest is untagged, yet in use).
 3. Blob links that no manifest of their repository references go.
 4. Blob rows that no manifest of any repository references go, in one transaction; only after it
    commits is their data deleted, in a second transaction that skips any digest whose row came back
@@ -35,6 +37,8 @@ from django.utils import timezone
 from registry import queries
 from registry.policies import quotas
 from registry.policies.rules import current as current_policies
+from registry.proxy import eviction
+from registry.proxy.mirrors import mirrored
 from registry.retention import executor as retention
 from registry.services import sweep, uploads
 from registry.services.sweep import Report
@@ -73,6 +77,7 @@ def collect(options: Options, driver: StorageDriver | None = None, report: Repor
     """Run one collection; ``report`` receives one line per thing removed and progress lines."""
     run = _Run(options, driver or default_driver(), report)
     run.result.uploads = uploads.purge_expired(options.upload_expiry, run.driver, dry_run=options.dry_run)
+    run.evict_cached()
     if options.delete_untagged or current_policies().retention:
         run.manifests()
     run.links()
@@ -108,9 +113,22 @@ class _Run:
                 self.report(f"{self.verb} manifest {repository.name}@{digest}")
             self.result.manifests += len(doomed)
 
+    def evict_cached(self) -> None:
+        for found in eviction.stale(timezone.now()):
+            if self.options.dry_run:
+                self._discount_references(found.repository_id, list(found.manifests))
+                doomed = found.manifests
+            else:
+                doomed = eviction.evict(found)
+            for digest in sorted(doomed.values()):
+                self.report(f"{self.verb} cached manifest {found.name}@{digest} (not pulled for {found.days} days)")
+            self.result.manifests += len(doomed)
+
     def _unwanted(self, repository_id: int, name: str) -> dict[int, str]:
         """A repository a retention rule covers follows its rule; the others lose their untagged
-        manifests only with ``delete_untagged``."""
+        manifests only with ``delete_untagged``; a pull-through cache's, only by eviction."""
+        if mirrored(name):
+            return {}
         governed = retention.collectable(repository_id, name)
         if governed is not None:
             return governed

@@ -37,6 +37,7 @@ class StoredManifest:
     media_type: str
     size: int
     body: bytes | None  # None when asked for headers only
+    warning: str = ""  # a Warning header's value (a pull-through cache serving a stale tag)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import FileResponse, HttpRequest, HttpResponseBase
 
+from registry import proxy
 from registry.http import RangeFile, Unsatisfiable, parse_range
 from registry.services import blobs
 from registry.services.exceptions import RangeNotSatisfiable
@@ -27,20 +28,22 @@ def blob(request: HttpRequest, name: str, digest: str) -> HttpResponseBase:
         blobs.delete(name, digest, settings.REGISTRY_DELETE_ENABLED)
         return empty(202)
     if request.method == "HEAD":
-        info = blobs.stat(name, digest)
+        info = (proxy.stat_blob if proxy.mirrored(name) else blobs.stat)(name, digest)
         response = empty(200)
         response["Content-Type"] = "application/octet-stream"
         response["Content-Length"] = str(info.size)
         _headers(response, info)
         return response
-    located = blobs.location(name, digest)
+    # A pull-through cache's miss streams from its upstream (None: stored here, served as any blob).
+    fetching = proxy.pull_blob(name, digest, bool(request.headers.get("Range"))) if proxy.mirrored(name) else None
+    located = blobs.location(name, digest) if fetching is None else None
     if located is not None:
         url, info = located
         response = empty(307, Location=url)
         _headers(response, info)
         response["Cache-Control"] = "no-store"  # the URL expires; the digest does not
         return response
-    stream, info = blobs.open_blob(name, digest)
+    stream, info = fetching or blobs.open_blob(name, digest)
     try:
         window = parse_range(request.headers.get("Range"), info.size)
     except Unsatisfiable:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from registry import proxy
 from registry.http import request_body
 from registry.services import manifests
 from registry.services.exceptions import ManifestTooLarge, SizeInvalid
@@ -47,7 +48,8 @@ def manifest(request: HttpRequest, name: str, reference: str) -> HttpResponse:
     if request.method == "DELETE":
         manifests.delete(name, reference, settings.REGISTRY_DELETE_ENABLED)
         return empty(202)
-    stored = manifests.get(name, reference, with_body=request.method == "GET")
+    pull = proxy.get_manifest if proxy.mirrored(name) else manifests.get
+    stored = pull(name, reference, with_body=request.method == "GET")
     etag = f'"{stored.digest}"'
     if request.headers.get("If-None-Match") == etag:
         response = empty(304)
@@ -57,4 +59,6 @@ def manifest(request: HttpRequest, name: str, reference: str) -> HttpResponse:
     response["Content-Length"] = str(stored.size)
     response["Docker-Content-Digest"] = stored.digest
     response["ETag"] = etag
+    if stored.warning:
+        response["Warning"] = stored.warning
     return response

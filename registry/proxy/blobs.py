@@ -1,0 +1,291 @@
+"""Blobs through a pull-through cache: served from storage when cached, else fetched once.
+
+A miss is streamed to the client while it is written to storage and hashed (``Fill``). The blob
+becomes visible (its row, its link, its data under blobs/) only once every byte arrived and the
+digest matched; until then the last piece is held back, so a client never receives complete bytes
+that do not match (a mismatch cuts its connection short, stores nothing and is logged).
+
+Concurrent pulls of one missing blob, in any worker of any replica, cause one upstream fetch: the
+fetcher holds a lease row named after the digest (registry.models.Lease, renewed as the bytes flow),
+and the others wait until the blob is stored (then read it from storage like any other) or until the
+lease is free again (the fetch failed: one of them tries in turn). A client that goes away mid-fetch
+does not stop it: the rest is still read into storage for those waiting.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from datetime import timedelta
+from typing import Any, BinaryIO, cast
+
+from django.conf import settings
+from django.utils import timezone
+
+from registry import queries
+from registry.digests import Digest, new_hasher
+from registry.proxy import metrics
+from registry.proxy.mirrors import Mirror, split
+from registry.proxy.spool import Spool
+from registry.proxy.upstream import Upstream, discard
+from registry.services import blobs
+from registry.services.common import check_name, ensure_repository, parse_digest
+from registry.services.exceptions import BlobUnknown, UpstreamFailed, UpstreamUnavailable
+from registry.storage import default_driver, paths
+from registry.storage.driver import StorageDriver, StorageFull, delete_if_exists
+from regsite import db
+
+log = logging.getLogger(__name__)
+
+PIECE = 1024 * 1024
+# A fetcher that dies, or whose bytes stop coming, frees the blob for another request after this.
+LEASE = timedelta(seconds=60)
+# How long a pull waits for another request's fetch of the same blob.
+WAIT_SECONDS = 3600.0
+
+
+def stat(name: str, digest_text: str) -> blobs.BlobInfo:
+    """HEAD: the cached blob, else what the upstream says of it (nothing is fetched)."""
+    try:
+        return blobs.stat(name, digest_text)
+    except BlobUnknown:
+        pass
+    mirror, upstream_name = split(name)
+    digest = parse_digest(digest_text)
+    if _adopt(name, digest):
+        return blobs.stat(name, digest_text)
+    size = Upstream(mirror).head_blob(upstream_name, str(digest))
+    if size is None:
+        raise BlobUnknown(f"blob {digest} unknown to the upstream of {name!r}", {"digest": str(digest)})
+    return blobs.BlobInfo(str(digest), size)
+
+
+def pull(name: str, digest_text: str, ranged: bool = False) -> tuple[BinaryIO, blobs.BlobInfo] | None:
+    """GET: None when the blob is stored here (now), to be served like any other; else the blob
+    streaming in from the upstream. A ranged request waits for the whole blob to be stored."""
+    check_name(name)
+    mirror, upstream_name = split(name)
+    digest = parse_digest(digest_text)
+    lease = FetchLease(digest)
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        if _linked(name, digest) or _adopt(name, digest):
+            metrics.HITS.labels(mirror.prefix, "blob").inc()
+            return None
+        if not lease.acquire():
+            _wait(name, digest, lease.name, deadline)
+            continue
+        try:
+            fill = _start(mirror, name, upstream_name, digest, lease)
+        except BaseException:
+            lease.release()
+            raise
+        if fill is None:  # stored by the request that held the lease just before
+            lease.release()
+            continue
+        if ranged or fill.size is None:
+            fill.complete()
+            return None
+        # Read like a file: the response only reads it to the end and closes it.
+        return cast(BinaryIO, fill), blobs.BlobInfo(str(digest), fill.size)
+
+
+class FetchLease:
+    """The lease row that makes one request the fetcher of a blob, in every worker and replica.
+
+    Renewed by the fetch itself as bytes arrive (a fetcher that dies, or stalls for LEASE, loses it);
+    its row is removed when let go, since one is made per blob fetched.
+    """
+
+    def __init__(self, digest: Digest) -> None:
+        # A lease name is at most 64 characters (registry.models.Lease).
+        self.name = "proxy-" + hashlib.sha256(str(digest).encode()).hexdigest()[:58]
+        self.owner = ""
+        self._renewed = 0.0
+
+    def acquire(self) -> bool:
+        owner, now = uuid.uuid4().hex, timezone.now()
+        if queries.acquire_lease(self.name, owner, now, now + LEASE) is None:
+            return False
+        self.owner, self._renewed = owner, time.monotonic()
+        return True
+
+    def renew(self) -> None:
+        if self.owner and time.monotonic() - self._renewed > LEASE.total_seconds() / 3:
+            self._renewed = time.monotonic()
+            queries.renew_lease(self.name, self.owner, timezone.now() + LEASE)
+
+    def release(self) -> None:
+        if self.owner:
+            queries.release_lease(self.name, self.owner)
+            queries.delete_free_lease(self.name)
+            self.owner = ""
+
+
+def _start(mirror: Mirror, name: str, upstream_name: str, digest: Digest, lease: FetchLease) -> "Fill | None":
+    if _linked(name, digest) or _adopt(name, digest):
+        return None
+    drv = default_driver()
+    free = drv.free_bytes()
+    if free is not None and free < settings.REGISTRY_MIN_FREE_BYTES:
+        raise StorageFull(f"the storage device has {free} bytes free, below the floor of "
+                          f"{settings.REGISTRY_MIN_FREE_BYTES} ([storage] min_free_bytes): nothing new is cached")
+    upstream = Upstream(mirror)
+    response = upstream.open_blob(upstream_name, str(digest))
+    if response is None:
+        raise BlobUnknown(f"blob {digest} unknown to the upstream of {name!r}", {"digest": str(digest)})
+    metrics.MISSES.labels(mirror.prefix, "blob").inc()
+    try:
+        return Fill(upstream, name, digest, response, lease, drv)
+    except BaseException:
+        discard(response)
+        raise
+
+
+def _linked(name: str, digest: Digest) -> bool:
+    return queries.linked_blob(name, str(digest)) is not None
+
+
+def _adopt(name: str, digest: Digest) -> bool:
+    """Link a blob stored here already (another repository's, another mirror's) into ``name`` when a
+    manifest cached there lists it: the upstream vouched for it with that manifest."""
+    size = queries.stored_blob_size(str(digest))
+    if size is None or not queries.references_blob(name, str(digest)):
+        return False
+    try:
+        blobs.link(ensure_repository(name).id, name, digest, size)
+    except BlobUnknown:  # a row whose data is missing (scrub reports it): fetch it again
+        return False
+    return True
+
+
+def _wait(name: str, digest: Digest, lease: str, deadline: float) -> None:
+    """Until the blob is linked here or the fetch holding ``lease`` is over, whatever its outcome."""
+    delay = 0.02
+    while time.monotonic() < deadline:
+        if _linked(name, digest) or not queries.lease_held(lease, timezone.now()):
+            return
+        db.release()  # a pooled connection goes back while this request only waits
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+    raise UpstreamUnavailable(f"another request is still fetching blob {digest} from the upstream; retry later", 10)
+
+
+class Fill:
+    """A blob arriving from the upstream, read like a file by the response that sends it on.
+
+    Each piece read is hashed, given to the spool, which writes it to an upload path in storage
+    (registry.proxy.spool), and given out; the last one only once the whole digest matched. The
+    blob is then made durable and visible (its data moved into place, its row and link) while that
+    last piece travels, before the response ends.
+    """
+
+    def __init__(self, upstream: Upstream, name: str, digest: Digest, response: Any, lease: FetchLease,
+                 drv: StorageDriver) -> None:
+        length = response.headers.get("Content-Length", "")
+        self.size: int | None = int(length) if length.isdigit() else None
+        self._upstream, self._name, self._digest = upstream, name, digest
+        self._response, self._lease, self._drv = response, lease, drv
+        self._path = paths.upload_data(uuid.uuid4().hex)
+        self._writer = drv.writer(self._path, append=True)
+        self._spool = Spool(self._writer)
+        self._hasher = new_hasher(digest.algorithm)
+        self._pending = b""
+        self._received = 0
+        self._state = RECEIVING
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            while self._state == RECEIVING:
+                piece = self._next()
+                if not piece:
+                    self._verify()
+                    break
+                out, self._pending = self._pending, piece
+                if out:
+                    return out
+            if self._state == VERIFIED and not self._pending:
+                self._commit()
+        except BaseException:
+            self._abandon()
+            raise
+        out, self._pending = self._pending, b""
+        return out
+
+    def complete(self) -> None:
+        """Read the rest into storage without a client (a ranged request, a client gone)."""
+        try:
+            while self._state == RECEIVING:
+                if not self._next():
+                    self._verify()
+            if self._state == VERIFIED:
+                self._pending = b""
+                self._commit()
+        except BaseException:
+            self._abandon()
+            raise
+
+    def close(self) -> None:
+        if self._state not in (RECEIVING, VERIFIED):
+            return
+        try:
+            self.complete()
+        except Exception as exc:
+            log.warning("pull-through cache %s: blob %s was not stored: %s", self._upstream.mirror.prefix,
+                        self._digest, getattr(exc, "message", "") or type(exc).__name__)
+
+    def _next(self) -> bytes:
+        want = PIECE if self.size is None else min(PIECE, self.size - self._received)
+        if want <= 0:
+            return b""
+        piece = self._upstream.read(self._response, want)
+        if piece:
+            self._spool.write(piece)
+            self._hasher.update(piece)
+            self._received += len(piece)
+            self._lease.renew()
+        return piece
+
+    def _verify(self) -> None:
+        self._spool.finish()  # every byte stored first: a failed write is the error to report
+        mirror, digest = self._upstream.mirror, self._digest
+        actual = f"{digest.algorithm}:{self._hasher.hexdigest()}"
+        if actual != str(digest) or (self.size is not None and self._received != self.size):
+            metrics.UPSTREAM_ERRORS.labels(mirror.prefix, "digest_mismatch").inc()
+            log.error("pull-through cache %s: the upstream %s sent %d bytes for blob %s of %s that hash to %s; "
+                      "nothing was stored or served whole", mirror.prefix, mirror.upstream, self._received,
+                      digest, self._name, actual)
+            raise UpstreamFailed(f"the upstream {mirror.upstream} sent bytes that do not match blob {digest}")
+        self._state = VERIFIED
+        discard(self._response)
+
+    def _commit(self) -> None:
+        self._writer.seal()
+        repository = ensure_repository(self._name)
+        blobs.link(repository.id, self._name, self._digest, self._received, self._drv, source=self._path)
+        self._state = STORED
+        self._cleanup()
+
+    def _abandon(self) -> None:
+        if self._state in (STORED, ABANDONED):
+            return
+        self._state = ABANDONED
+        self._pending = b""
+        try:
+            self._spool.stop()
+            self._writer.cancel()
+            self._drv.abort(self._path, self._writer.state)
+        except Exception:
+            pass  # purge_expired removes upload data that no session knows
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        try:
+            delete_if_exists(self._drv, paths.upload_dir(self._path.split("/")[1]))
+        finally:
+            discard(self._response)
+            self._lease.release()
+
+
+RECEIVING, VERIFIED, STORED, ABANDONED = "receiving", "verified", "stored", "abandoned"

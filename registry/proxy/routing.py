@@ -1,0 +1,76 @@
+"""Requests that reach a pull-through cache without naming its prefix, and the cache's read-only rule.
+
+- containerd, with this registry as a mirror in ``hosts.toml``, asks for
+  ``/v2/library/alpine/manifests/latest?ns=docker.io``: the mirror whose ``host`` is docker.io
+  serves it, as ``/v2/<prefix>/library/alpine/...``, and the response says so in ``OCI-Namespace``
+  (the OCI distribution spec's proxying section). An ``ns`` that no mirror claims is ignored.
+- Docker Engine 24.0.8 and later take a mirror URL with a path (``registry-mirrors``:
+  ``https://registry.example.com/hub``) and ask for ``/hub/v2/...``: that is ``/v2/hub/...``.
+
+The path is rewritten before URL resolution, so views, authentication and metrics see one name.
+Pushes, deletes and mounts into a cache's namespace are refused here with UNSUPPORTED.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from django.http import HttpRequest, HttpResponse
+
+from registry import errors
+from registry.proxy import mirrors
+from registry.services.exceptions import ReadOnlyNamespace
+from tokens.access import Action, action_for
+
+_NAME_ROUTES = ("/manifests/", "/blobs/", "/tags/list", "/referrers/")
+
+
+def _rewrite(request: HttpRequest) -> str:
+    """Rewrite ``request.path_info`` for a mirror; the ``ns`` it honoured, or ""."""
+    path = request.path_info
+    if path.startswith("/v2/"):
+        ns = request.GET.get("ns", "")
+        mirror = mirrors.for_host(ns) if ns else None
+        if mirror is not None and path != "/v2/" and not path.startswith("/v2/_catalog") \
+                and any(route in path for route in _NAME_ROUTES):
+            request.path_info = f"/v2/{mirror.prefix}/{path[len('/v2/'):]}"
+            return ns
+        return ""
+    for mirror in mirrors.configured():
+        base = f"/{mirror.prefix}/v2"
+        if path == base or path == base + "/":
+            request.path_info = "/v2/"
+        elif path.startswith(base + "/"):
+            request.path_info = f"/v2/{mirror.prefix}/{path[len(base) + 1:]}"
+        else:
+            continue
+        break
+    return ""
+
+
+class ProxyRoutingMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        ns = _rewrite(request) if mirrors.configured() else ""
+        response = self.get_response(request)
+        if ns:
+            response["OCI-Namespace"] = ns
+        return response
+
+    def process_view(self, request: HttpRequest, view_func: Callable[..., Any], view_args: tuple[Any, ...],
+                     view_kwargs: dict[str, Any]) -> HttpResponse | None:
+        name = view_kwargs.get("name")
+        if not name or not mirrors.configured():
+            return None
+        mirror = mirrors.find(name)
+        route = request.resolver_match.url_name if request.resolver_match is not None else None
+        if mirror is None or action_for(route, request.method) is Action.PULL:
+            return None
+        verb = "delete" if request.method == "DELETE" else "push or mount"
+        response = errors.response_for(ReadOnlyNamespace(
+            f"{mirror.prefix}/ is a read-only pull-through cache of {mirror.upstream}: no {verb} here"))
+        response["Docker-Distribution-API-Version"] = "registry/2.0"
+        if request.method == "HEAD":
+            response.content = b""
+        return response

@@ -1,0 +1,295 @@
+"""The HTTP client of a pull-through cache's upstream registry.
+
+It speaks the three ways registries admit pulls: anonymous, Basic, and the Bearer token flow of
+Docker Hub, GHCR and distribution's token auth (a 401 with ``WWW-Authenticate: Bearer realm=...,
+service=...,scope=...``, a token fetched from the realm with the configured credentials, the
+request sent again with it). Failures become the domain's UpstreamError family, whose messages name
+the upstream's host and what was asked, never a credential, a token or an upstream's error body.
+
+Two things are kept in each process's memory, as caches only (every worker learns them for itself,
+and losing them costs a round trip): the Authorization header each upstream accepted (Basic, or a
+token per scope until it expires), and that an upstream was unreachable, for DOWN_SECONDS, so that
+a pull meanwhile is answered from the cache (or refused) at once instead of after a timeout each.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import urllib3
+from urllib3.exceptions import HTTPError as TransportError
+from urllib3.util import Retry, Timeout
+
+from registry.media_types import MANIFEST_TYPES
+from registry.proxy import metrics
+from registry.proxy.mirrors import Mirror
+from registry.services.exceptions import (
+    UpstreamError,
+    UpstreamFailed,
+    UpstreamThrottled,
+    UpstreamUnavailable,
+)
+
+log = logging.getLogger(__name__)
+
+MANIFEST_ACCEPT = ", ".join(MANIFEST_TYPES)
+DOWN_SECONDS = 5.0
+RETRY_AFTER = 30
+# A dropped keep-alive connection shows as a read error and is retried once; a refused or timed
+# out connection is not (the next pull finds the upstream down). Redirects (Docker Hub sends blobs
+# to a CDN) are followed, and urllib3 drops the Authorization header when one changes host.
+_RETRIES = Retry(total=8, connect=0, read=1, status=0, other=0, redirect=5, raise_on_redirect=True,
+                 raise_on_status=False)
+_CHALLENGE_PARAM = re.compile(r'([A-Za-z_]+)\s*=\s*"([^"]*)"')
+
+
+@lru_cache(maxsize=1)
+def _pool() -> urllib3.PoolManager:
+    return urllib3.PoolManager(num_pools=16, maxsize=32, block=False, retries=_RETRIES)
+
+
+class _Credentials:
+    """Authorization headers accepted by each upstream: Basic for all its scopes (key scope ""),
+    a Bearer token per scope until shortly before it expires."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._headers: dict[tuple[str, str], tuple[str, float]] = {}
+
+    def get(self, prefix: str, scope: str) -> str | None:
+        now = time.monotonic()
+        with self._lock:
+            for key in ((prefix, scope), (prefix, "")):
+                found = self._headers.get(key)
+                if found is not None and found[1] > now:
+                    return found[0]
+        return None
+
+    def put(self, prefix: str, scope: str, header: str, seconds: float) -> None:
+        with self._lock:
+            self._headers[(prefix, scope)] = (header, time.monotonic() + seconds)
+
+    def forget(self, prefix: str) -> None:
+        with self._lock:
+            for key in [key for key in self._headers if key[0] == prefix]:
+                del self._headers[key]
+
+
+_CREDENTIALS = _Credentials()
+_DOWN_UNTIL: dict[str, float] = {}
+
+
+@dataclass(frozen=True)
+class FetchedManifest:
+    body: bytes
+    content_type: str
+    digest: str  # the upstream's Docker-Content-Digest header, "" when it sent none
+
+
+def _retry_after(response: Any, default: int) -> int:
+    value = (response.headers.get("Retry-After") or "").strip()
+    if value.isdigit():
+        seconds = int(value)
+    else:
+        try:
+            seconds = int(parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            seconds = default
+    return min(max(seconds, 1), 3600)
+
+
+def discard(response: Any) -> None:
+    """Give a response's connection back, closing it first when its body was not read to the end."""
+    try:
+        if not response.isclosed():
+            response.close()
+    finally:
+        response.release_conn()
+
+
+class Upstream:
+    def __init__(self, mirror: Mirror) -> None:
+        self.mirror = mirror
+        self._timeout = Timeout(connect=mirror.timeout, read=mirror.timeout)
+
+    # -- what the cache asks -----------------------------------------------------------------
+
+    def head_manifest(self, name: str, reference: str) -> str | None:
+        """The digest the upstream has for ``reference`` ("" if it sent none), None if it has none."""
+        response = self._send("HEAD", f"/v2/{name}/manifests/{reference}", name, {"Accept": MANIFEST_ACCEPT})
+        try:
+            if response.status == 404:
+                return None
+            self._check(response, f"manifest {name}:{reference}")
+            return response.headers.get("Docker-Content-Digest", "")
+        finally:
+            discard(response)
+
+    def get_manifest(self, name: str, reference: str, limit: int) -> FetchedManifest | None:
+        response = self._send("GET", f"/v2/{name}/manifests/{reference}", name, {"Accept": MANIFEST_ACCEPT})
+        try:
+            if response.status == 404:
+                return None
+            self._check(response, f"manifest {name}:{reference}")
+            body = self.read(response, limit + 1)
+            if len(body) > limit:
+                raise self._failed(f"the upstream {self.mirror.upstream} sent a manifest of {name} larger than "
+                                   f"this registry's limit of {limit} bytes")
+            return FetchedManifest(body, response.headers.get("Content-Type", ""),
+                                   response.headers.get("Docker-Content-Digest", ""))
+        finally:
+            discard(response)
+
+    def open_blob(self, name: str, digest: str) -> Any | None:
+        """The upstream's response with the blob's bytes unread (the caller reads and discards it),
+        or None when the upstream does not have it."""
+        response = self._send("GET", f"/v2/{name}/blobs/{digest}", name, {})
+        if response.status == 404:
+            discard(response)
+            return None
+        try:
+            self._check(response, f"blob {digest} of {name}")
+        except UpstreamError:
+            discard(response)
+            raise
+        return response
+
+    def head_blob(self, name: str, digest: str) -> int | None:
+        """The blob's size upstream, None when the upstream does not have it."""
+        response = self._send("HEAD", f"/v2/{name}/blobs/{digest}", name, {})
+        try:
+            if response.status == 404:
+                return None
+            self._check(response, f"blob {digest} of {name}")
+            length = response.headers.get("Content-Length", "")
+            if not length.isdigit():
+                raise self._failed(f"the upstream {self.mirror.upstream} gave no size for blob {digest}")
+            return int(length)
+        finally:
+            discard(response)
+
+    def read(self, response: Any, size: int) -> bytes:
+        """Up to ``size`` bytes of a response body, counted; a connection lost midway is UpstreamUnavailable."""
+        try:
+            data = response.read(size, decode_content=False)
+        except TransportError as exc:
+            raise self._unreachable(exc) from None
+        metrics.UPSTREAM_BYTES.labels(self.mirror.prefix).inc(len(data))
+        return data
+
+    # -- requests and authentication -----------------------------------------------------------
+
+    def _send(self, method: str, path: str, name: str, headers: dict[str, str], retried: bool = False) -> Any:
+        prefix = self.mirror.prefix
+        if _DOWN_UNTIL.get(prefix, 0.0) > time.monotonic():
+            metrics.UPSTREAM_ERRORS.labels(prefix, "unavailable").inc()
+            raise UpstreamUnavailable(f"the upstream {self.mirror.upstream} of {prefix}/ was not reachable moments "
+                                      "ago; retry later", max(1, int(DOWN_SECONDS)))
+        scope = f"repository:{name}:pull"
+        sent = dict(headers)
+        credentials = _CREDENTIALS.get(prefix, scope)
+        if credentials:
+            sent["Authorization"] = credentials
+        try:
+            response = _pool().request(method, self.mirror.url + path, headers=sent, preload_content=False,
+                                       decode_content=False, timeout=self._timeout)
+        except TransportError as exc:
+            raise self._unreachable(exc) from None
+        if response.status != 401 or retried:
+            return response
+        challenge = response.headers.get("WWW-Authenticate", "")
+        discard(response)
+        _CREDENTIALS.forget(prefix)
+        self._authorize(challenge, scope)
+        return self._send(method, path, name, headers, retried=True)
+
+    def _authorize(self, challenge: str, scope: str) -> None:
+        scheme, _, rest = challenge.strip().partition(" ")
+        params = dict(_CHALLENGE_PARAM.findall(rest))
+        if scheme.lower() == "basic":
+            if not self.mirror.username:
+                raise self._failed(f"the upstream {self.mirror.upstream} asks for credentials and "
+                                   f"[[proxy]] {self.mirror.prefix} has none")
+            _CREDENTIALS.put(self.mirror.prefix, "", self._basic(), 24 * 3600.0)
+        elif scheme.lower() == "bearer" and params.get("realm"):
+            token, seconds = self._token(params["realm"], params.get("service", ""), params.get("scope") or scope)
+            _CREDENTIALS.put(self.mirror.prefix, scope, f"Bearer {token}", seconds)
+        else:
+            raise self._failed(f"the upstream {self.mirror.upstream} asks for an authentication this "
+                               f"registry does not speak ({scheme[:20]!r})")
+
+    def _basic(self) -> str:
+        pair = f"{self.mirror.username}:{self.mirror.password}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
+
+    def _token(self, realm: str, service: str, scope: str) -> tuple[str, float]:
+        """A token from the realm of a Bearer challenge and the seconds it may be used."""
+        if urlsplit(realm).scheme not in ("http", "https"):
+            raise self._failed(f"the upstream {self.mirror.upstream} names a token service that is not HTTP")
+        query = urlencode([(key, value) for key, value in (("service", service), ("scope", scope)) if value])
+        headers = {"Authorization": self._basic()} if self.mirror.username else {}
+        try:
+            response = _pool().request("GET", f"{realm}{'&' if '?' in realm else '?'}{query}", headers=headers,
+                                       timeout=self._timeout)
+        except TransportError as exc:
+            raise self._unreachable(exc) from None
+        if response.status in (401, 403):
+            raise self._failed(f"the token service of the upstream {self.mirror.upstream} refused the "
+                               f"credentials of [[proxy]] {self.mirror.prefix} ({response.status})")
+        self._check(response, "a token")
+        try:
+            data = json.loads(response.data)
+            token = data.get("token") or data.get("access_token")
+            expires_in = int(data.get("expires_in") or 60)
+        except (ValueError, AttributeError, TypeError):
+            token, expires_in = None, 0
+        if not isinstance(token, str) or not token:
+            raise self._failed(f"the token service of the upstream {self.mirror.upstream} sent no token")
+        # Spent a little early, so that a token never expires between the check and its use.
+        return token, max(expires_in - 10, expires_in / 2, 1)
+
+    # -- errors ---------------------------------------------------------------------------------
+
+    def _check(self, response: Any, what: str) -> None:
+        status = response.status
+        if 200 <= status < 300:
+            return
+        upstream, prefix = self.mirror.upstream, self.mirror.prefix
+        if status == 429:
+            metrics.UPSTREAM_ERRORS.labels(prefix, "throttled").inc()
+            raise UpstreamThrottled(f"the upstream {upstream} is limiting the rate of pulls (429) for {what}",
+                                    _retry_after(response, 60))
+        if status == 503:
+            metrics.UPSTREAM_ERRORS.labels(prefix, "unavailable").inc()
+            raise UpstreamUnavailable(f"the upstream {upstream} is unavailable (503) for {what}",
+                                      _retry_after(response, RETRY_AFTER))
+        if status in (401, 403):
+            _CREDENTIALS.forget(prefix)
+            raise self._failed(f"the upstream {upstream} refused the credentials of [[proxy]] {prefix} for "
+                               f"{what} ({status})")
+        raise self._failed(f"the upstream {upstream} answered {status} for {what}", _retry_after(response, RETRY_AFTER))
+
+    def _failed(self, message: str, retry_after: int = RETRY_AFTER) -> UpstreamFailed:
+        metrics.UPSTREAM_ERRORS.labels(self.mirror.prefix, "failed").inc()
+        log.warning("pull-through cache %s: %s", self.mirror.prefix, message)
+        return UpstreamFailed(message, retry_after)
+
+    def _unreachable(self, exc: Exception) -> UpstreamUnavailable:
+        prefix = self.mirror.prefix
+        _DOWN_UNTIL[prefix] = time.monotonic() + DOWN_SECONDS
+        metrics.UPSTREAM_ERRORS.labels(prefix, "unavailable").inc()
+        # The exception's class only: urllib3's texts repeat the URL, and nothing here may ever
+        # echo what a request carried.
+        log.warning("pull-through cache %s: the upstream %s is unreachable (%s)", prefix, self.mirror.upstream,
+                    type(exc).__name__)
+        return UpstreamUnavailable(f"the upstream {self.mirror.upstream} of {prefix}/ is not reachable",
+                                   RETRY_AFTER)

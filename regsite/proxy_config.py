@@ -1,0 +1,76 @@
+"""The ``[[proxy]]`` tables of the configuration: pull-through caches of other registries (registry.proxy).
+
+Their keys (with defaults) go into ``regsite.config.LISTS``. A prefix is the local namespace of one
+upstream; ``host`` is the registry name containerd sends as ``?ns=``. A bad entry stops start-up
+with one line naming it and the key; upstream credentials (``username``, ``password``, or any
+written into the URL) never appear in such a line.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from regsite.config import ConfigError, Required, entry_name
+
+SCHEMA: dict[str, Any] = {
+    "prefix": Required(str),
+    "url": Required(str),
+    "host": "",
+    "username": "",
+    "password": "",
+    "tag_ttl_seconds": 300,
+    "evict_after_days": 30,
+    "timeout_seconds": 10,
+}
+SECRETS = {("proxy", "username"), ("proxy", "password")}
+_PREFIX = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+
+
+def _shown(url: str) -> str:
+    """A URL as an error may show it: whatever stands before an ``@`` may be credentials."""
+    return repr(url) if "@" not in url else "a URL with credentials in it"
+
+
+def _check_url(where: str, text: str) -> None:
+    url = urlsplit(text)
+    if "@" in url.netloc or (not url.netloc and "@" in text):
+        raise ConfigError(f"{where} url: credentials go in username and password, not in the URL")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ConfigError(f"{where} url: expected an http:// or https:// URL, got {_shown(text)}")
+    if url.query or url.fragment:
+        raise ConfigError(f"{where} url: expected no query or fragment")
+
+
+def check(entries: list[dict[str, Any]]) -> None:
+    prefixes: list[str] = []
+    hosts: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = entry_name("proxy", index, entry, "prefix")
+        prefix = entry["prefix"]
+        if not _PREFIX.fullmatch(prefix):
+            raise ConfigError(f"{where} prefix: expected a repository name such as \"hub\", got {prefix!r}")
+        for other in prefixes:
+            if prefix == other or prefix.startswith(other + "/") or other.startswith(prefix + "/"):
+                raise ConfigError(f"{where} prefix: overlaps the prefix {other!r} of an earlier entry")
+        prefixes.append(prefix)
+        _check_url(where, entry["url"])
+        host = entry["host"]
+        if host and (not all(c.isalnum() or c in ".-:_" for c in host) or host in hosts):
+            raise ConfigError(f"{where} host: expected a registry host name used by no earlier entry, "
+                              f"got {host!r}")
+        hosts.add(host)
+        if entry["password"] and not entry["username"]:
+            raise ConfigError(f"{where} password: given without a username")
+        for key in ("tag_ttl_seconds", "evict_after_days"):
+            if entry[key] < 0:
+                raise ConfigError(f"{where} {key}: must not be negative, got {entry[key]}")
+        if entry["timeout_seconds"] <= 0:
+            raise ConfigError(f"{where} timeout_seconds: must be a positive integer, got {entry['timeout_seconds']}")
+
+
+def register(lists: dict[str, dict[str, Any]], validators: dict[str, Callable[[list[dict[str, Any]]], None]],
+             secrets: set[tuple[str, str]]) -> None:
+    lists["proxy"] = SCHEMA
+    validators["proxy"] = check
+    secrets.update(SECRETS)
