@@ -20,6 +20,7 @@ from django.db.models import Count, Sum
 from prometheus_client import CollectorRegistry, Counter, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from notifications.metrics import NotificationsCollector
 from ops.processes import ProcessesCollector
 from registry.models import Blob
 from regsite.version import version
@@ -138,7 +139,7 @@ def multiprocess_dir() -> str | None:
 
 def exposition() -> bytes:
     """The Prometheus text format of every metric of the service, summed over all workers."""
-    sources: list[object] = [StateCollector()]
+    sources: list[object] = [StateCollector(), NotificationsCollector()]
     if multiprocess_dir():
         workers = CollectorRegistry()
         multiprocess.MultiProcessCollector(workers)

@@ -114,6 +114,29 @@ class Required:
 # naming the entry (entry_name) and the key. Features register their tables here.
 LISTS: dict[str, dict[str, Any]] = {}
 LIST_VALIDATORS: dict[str, Callable[[list[dict[str, Any]]], None]] = {}
+# Keys of list entries whose values are never repeated in an error message.
+LIST_SECRET_KEYS: set[tuple[str, str]] = set()
+
+
+def _check_notifications(entries: list[dict[str, Any]]) -> None:
+    from notifications.endpoints import check_entries
+
+    check_entries(entries)
+
+
+# Webhooks (notifications/): where events are sent, which ones, and how long they are retried.
+LISTS["notifications"] = {
+    "name": Required(str),
+    "url": Required(str),
+    "events": ["push", "delete"],
+    "repositories": "**",
+    "headers": {},
+    "secret": "",
+    "timeout_seconds": 5,
+    "max_age_hours": 72,
+}
+LIST_VALIDATORS["notifications"] = _check_notifications
+LIST_SECRET_KEYS |= {("notifications", "headers"), ("notifications", "secret")}
 
 
 _LABEL_KEYS = ("name", "prefix", "repositories")
@@ -217,6 +240,11 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     return merged
 
 
+def defaults() -> dict[str, Any]:
+    """What ``load`` returns without a file or environment: DEFAULTS and an empty list per array."""
+    return {**{table: dict(keys) for table, keys in DEFAULTS.items()}, **{table: [] for table in LISTS}}
+
+
 def _entries(table: str, raw: Any, path: Path) -> list[dict[str, Any]]:
     if not isinstance(raw, list) or not all(isinstance(entry, dict) for entry in raw):
         raise ConfigError(f"[[{table}]]: expected an array of tables ([[{table}]]) in {path}")
@@ -228,7 +256,7 @@ def _entries(table: str, raw: Any, path: Path) -> list[dict[str, Any]]:
         for key, value in given.items():
             if key not in schema:
                 raise ConfigError(f"{where} {key}: unknown key in {path}")
-            entry[key] = _coerce(f"{where} {key}", schema[key], value, False)
+            entry[key] = _coerce_secretly(table, f"{where} {key}", key, schema[key], value, False)
         for key, default in schema.items():
             if key not in entry:
                 if isinstance(default, Required):
@@ -250,9 +278,20 @@ def _list_override(merged: dict[str, Any], name: str, raw: str) -> bool:
             raise ConfigError(f"{name}: expected SVC_{table.upper()}_<n>_<KEY> with a key of [[{table}]]")
         if int(number) >= len(merged[table]):
             raise ConfigError(f"{name}: there is no [[{table}]] #{int(number) + 1} in the configuration file")
-        merged[table][int(number)][key] = _coerce(name, LISTS[table][key], raw, True)
+        merged[table][int(number)][key] = _coerce_secretly(table, name, key, LISTS[table][key], raw, True)
         return True
     return False
+
+
+def _coerce_secretly(table: str, where: str, key: str, default: Any, value: Any, from_env: bool) -> Any:
+    """_coerce, with the value left out of the error for a secret key (a header's token)."""
+    try:
+        return _coerce(where, default, value, from_env)
+    except ConfigError as exc:
+        if (table, key) not in LIST_SECRET_KEYS:
+            raise
+        kind = str(exc).partition(": ")[2].partition(", got")[0]
+        raise ConfigError(f"{where}: {kind} (the value is not shown: it may be secret)") from None
 
 
 def _env_target(name: str) -> tuple[str | None, str]:

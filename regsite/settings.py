@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "registry",
     "tokens",
     "ops",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -44,6 +45,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
+    # After authentication: the events a request causes name its principal.
+    "notifications.middleware.EventContextMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -103,6 +106,10 @@ REGISTRY_UPLOAD_EXPIRY_HOURS: int = SVC["registry"]["upload_expiry_hours"]
 REGISTRY_GC_INTERVAL_HOURS: int = SVC["gc"]["interval_hours"]
 REGISTRY_GC_GRACE_HOURS: int = SVC["gc"]["grace_hours"]
 REGISTRY_MIN_FREE_BYTES: int = SVC["storage"]["min_free_bytes"]
+
+# [[notifications]]: webhook endpoints (notifications.endpoints); the address events name as their source.
+NOTIFICATIONS: list[dict] = SVC["notifications"]
+NOTIFICATIONS_SOURCE: str = SVC["server"]["bind"]
 
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])

@@ -26,7 +26,7 @@ def toml(tmp_path: Path):
 def test_it_uses_the_defaults_without_a_file_or_environment(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     cfg = config.load({})
-    assert cfg == config.DEFAULTS
+    assert cfg == config.defaults()
     assert cfg["registry"]["delete_enabled"] is True
     assert cfg["registry"]["max_manifest_bytes"] == 4 * 1024 * 1024
     assert cfg["storage"]["root"] == "data/registry"
@@ -82,7 +82,7 @@ def test_it_parses_booleans_from_the_environment(tmp_path, monkeypatch, raw, exp
 
 def test_it_ignores_environment_variables_that_are_not_keys(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert config.load({"SVC_SECRET_KEY": "x", "OTHER": "y"}) == config.DEFAULTS
+    assert config.load({"SVC_SECRET_KEY": "x", "OTHER": "y"}) == config.defaults()
 
 
 @pytest.mark.parametrize(

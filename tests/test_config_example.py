@@ -17,7 +17,7 @@ def test_it_lists_every_key_with_its_default() -> None:
 
 
 def test_it_loads_as_a_valid_configuration() -> None:
-    assert config.load({"SVC_CONFIG": str(EXAMPLE)}) == config.DEFAULTS
+    assert config.load({"SVC_CONFIG": str(EXAMPLE)}) == config.defaults()
 
 
 def test_it_refuses_a_misspelt_environment_key() -> None:
@@ -25,3 +25,24 @@ def test_it_refuses_a_misspelt_environment_key() -> None:
 
     with pytest.raises(config.ConfigError, match="SVC_REGISTRY_MAX_MANIFEST"):
         config.load({"SVC_REGISTRY_MAX_MANIFEST": "10"})
+
+
+def commented_entry(table: str) -> dict:
+    """The commented-out ``# [[table]]`` example entry of config.example.toml, parsed."""
+    lines = EXAMPLE.read_text().splitlines()
+    start = lines.index(f"# [[{table}]]")
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("#"):
+            break
+        block.append(line[2:])
+    return tomli.loads("\n".join(block))[table][0]
+
+
+def test_it_shows_every_key_of_each_array_of_tables_with_its_default() -> None:
+    for table, schema in config.LISTS.items():
+        entry = commented_entry(table)
+        assert set(entry) == set(schema), table
+        for key, default in schema.items():
+            if not isinstance(default, config.Required):
+                assert entry[key] == default, (table, key)

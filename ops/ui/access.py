@@ -137,7 +137,8 @@ def sign_in_redirect(request: HttpRequest) -> HttpResponse:
 def page(request: HttpRequest, template: str, context: dict[str, Any] | None = None,
          status: int = 200) -> HttpResponse:
     viewer = getattr(request, "viewer", None) or viewer_for(request)
-    base = {"viewer": viewer, "registry_host": request.get_host(), "registry_version": version()}
+    base = {"viewer": viewer, "registry_host": request.get_host(), "registry_version": version(),
+            "notifications_on": bool(settings.NOTIFICATIONS)}
     response = render(request, f"ui/{template}", {**base, **(context or {})}, status=status)
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)

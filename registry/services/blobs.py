@@ -8,6 +8,7 @@ from typing import BinaryIO, Callable
 from django.db import connection, transaction
 from django.utils import timezone
 
+from notifications import outbox
 from registry.digests import Digest
 from registry.models import Blob, BlobLink, Repository
 from registry.services.common import check_name, ensure_repository, get_repository, parse_digest
@@ -150,7 +151,9 @@ def mount(
     if candidate is None:
         return None
     try:
-        blob = link(ensure_repository(name), digest, candidate.blob.size, driver)
+        with transaction.atomic():
+            blob = link(ensure_repository(name), digest, candidate.blob.size, driver)
+            outbox.blob_mounted(name, blob.digest, blob.size, candidate.repository.name)
     except BlobUnknown:  # the data is gone (collected, or lost): the client uploads it instead
         return None
     return BlobInfo(blob.digest, blob.size)
@@ -165,6 +168,9 @@ def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
         repository = get_repository(name)
     except NameUnknown:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)}) from None
-    deleted, _ = BlobLink.objects.filter(repository=repository, blob__digest=str(digest)).delete()
+    with transaction.atomic():
+        deleted, _ = BlobLink.objects.filter(repository=repository, blob__digest=str(digest)).delete()
+        if deleted:
+            outbox.blob_deleted(name, str(digest))
     if not deleted:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)})

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from notifications import outbox
 from registry.digests import Digest, is_digest_like
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
 from registry.services import manifest_format
@@ -85,6 +86,7 @@ def put(
                 _check_references(repository, parsed)
                 manifest = _store(repository, str(digest), body, parsed)
                 _point_tags(repository, manifest, list(dict.fromkeys(tags)))
+                outbox.manifest_pushed(name, str(digest), parsed.media_type, len(body), list(dict.fromkeys(tags)))
             break
         except IntegrityError:
             continue  # a concurrent push of the same manifest or tag won: retry against its rows
@@ -219,9 +221,14 @@ def delete(name: str, reference: str, delete_enabled: bool) -> None:
     check_name(name)
     by_digest, tag = _reference(reference)
     repository = get_repository(name)
-    if by_digest is not None:
-        deleted, _ = Manifest.objects.filter(repository=repository, digest=str(by_digest)).delete()
-    else:
-        deleted, _ = Tag.objects.filter(repository=repository, name=tag).delete()
+    with transaction.atomic():
+        if by_digest is not None:
+            deleted, _ = Manifest.objects.filter(repository=repository, digest=str(by_digest)).delete()
+            if deleted:
+                outbox.manifest_deleted(name, str(by_digest))
+        else:
+            deleted, _ = Tag.objects.filter(repository=repository, name=tag).delete()
+            if deleted:
+                outbox.tag_deleted(name, str(tag))
     if not deleted:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from notifications import outbox
 from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag, Upload
 from registry.services.common import get_repository
 from registry.storage import default_driver, paths
@@ -40,6 +41,7 @@ def delete_repository(name: str, driver: StorageDriver | None = None) -> Deleted
         sessions = list(Upload.objects.filter(repository=repository).values_list("id", "storage_state"))
         Upload.objects.filter(repository=repository).delete()
         Repository.objects.filter(pk=repository.pk).delete()
+        outbox.repository_deleted(name)
     _remove_upload_data(sessions, driver or default_driver())
     return DeletedRepository(name, tags, manifests, blob_links, len(sessions))
 

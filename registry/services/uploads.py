@@ -27,6 +27,7 @@ from typing import Any, Iterator, Protocol
 from django.db import transaction
 from django.utils import timezone
 
+from notifications import outbox
 from registry import hashing, queries
 from registry.digests import Digest, InvalidDigest, new_hasher
 from registry.models import Repository
@@ -367,6 +368,7 @@ def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id:
     with transaction.atomic():
         blob = blobs.link(repository, digest, size, drv, source=paths.upload_data(upload_id))
         queries.delete_session(upload_id)
+        outbox.blob_pushed(name, blob.digest, blob.size)
     _remove_data(upload_id, drv)
     return blobs.BlobInfo(blob.digest, blob.size)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import FileResponse, HttpRequest, HttpResponse
 
+from notifications import outbox
 from registry.http import RangeFile, Unsatisfiable, parse_range
 from registry.services import blobs
 from registry.services.exceptions import RangeNotSatisfiable
@@ -35,6 +36,7 @@ def blob(request: HttpRequest, name: str, digest: str) -> HttpResponse:
     located = blobs.location(name, digest)
     if located is not None:
         url, info = located
+        outbox.blob_pulled(name, info.digest, info.size)
         response = empty(307, Location=url)
         _headers(response, info)
         response["Cache-Control"] = "no-store"  # the URL expires; the digest does not
@@ -55,6 +57,7 @@ def blob(request: HttpRequest, name: str, digest: str) -> HttpResponse:
         response["Content-Length"] = str(end - start + 1)
         response["Content-Range"] = f"bytes {start}-{end}/{info.size}"
     response.block_size = BLOCK_SIZE
+    outbox.blob_pulled(name, info.digest, info.size)
     # FileResponse names the file ("data"); a blob is not a download with a meaningful name.
     response.headers.pop("Content-Disposition", None)
     _headers(response, info)
