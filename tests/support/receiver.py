@@ -28,8 +28,8 @@ class Delivery:
 
 @dataclass
 class Receiver:
-    """Answers ``status`` after ``delay`` seconds; records every request it answered with 2xx in
-    ``deliveries`` and every request in ``attempts``. ``port`` 0 picks a free one."""
+    """Answers ``status`` after ``delay`` seconds; records every request in ``attempts`` as it
+    arrives, and those it accepts (2xx) in ``deliveries``. ``port`` 0 picks a free one."""
 
     port: int = 0
     status: int = 200
@@ -50,17 +50,23 @@ class Receiver:
             def do_POST(self) -> None:  # noqa: N802 (the http.server name)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 delivery = Delivery(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                with receiver._lock:
+                    receiver.attempts.append(delivery)
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 status = receiver.status
-                with receiver._lock:
-                    receiver.attempts.append(delivery)
-                    if 200 <= status < 300:
+                if 200 <= status < 300:
+                    # Taken in before answering, as a real receiver acts on an event: if the sender
+                    # dies before reading the answer, it sends the event again.
+                    with receiver._lock:
                         receiver.deliveries.append(delivery)
-                self.send_response(status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok" if status < 300 else b"no")
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok" if status < 300 else b"no")
+                except OSError:
+                    pass  # the sender is gone
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
