@@ -199,3 +199,33 @@ def test_the_lock_holder_sends_continuously_one_thread_per_endpoint(client: Clie
     assert not leader.is_alive()
     assert summary(events)[-1] == ("push", "team/app", "v1")
     assert len(queued("dead")) == 4 and EndpointState.objects.get(name="dead").failed >= 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sender_that_lost_its_database_lease_stops_sending(settings, receiver, monkeypatch) -> None:
+    from registry.locks import DatabaseLocks, LockHeld
+    from registry.models import Lease
+
+    monkeypatch.setattr(sender, "CHECK_LOCK_EVERY", 0.1)
+    settings.NOTIFICATIONS = [entry(url=receiver.url)]
+    stop = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with DatabaseLocks().hold(sender.LOCK) as held:
+                sender.lead(held, stop)
+        except LockHeld as exc:
+            failure.append(exc)
+
+    leader = threading.Thread(target=run)
+    leader.start()
+    try:
+        time.sleep(0.5)
+        assert leader.is_alive()
+        Lease.objects.filter(name=sender.LOCK).update(owner="another-replica")  # its lease ran out and was taken
+        leader.join(timeout=10)
+    finally:
+        stop.set()
+        leader.join(timeout=10)
+    assert not leader.is_alive() and failure and "was lost" in str(failure[0])
