@@ -18,8 +18,8 @@ class PendingEvent(models.Model):
     endpoint = models.CharField(max_length=64)
     created_at = models.DateTimeField(default=timezone.now)
     # The event record of CNCF distribution's envelope (id, timestamp, action, target, request,
-    # actor, source), ready to send.
-    payload = models.JSONField()
+    # actor, source) as JSON text: encoded once when written, sent as it is.
+    payload = models.TextField()
 
     class Meta:
         indexes = [models.Index(fields=["endpoint", "id"], name="pending_event_order")]

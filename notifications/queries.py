@@ -1,6 +1,7 @@
 """Named queries of the notifications app: the outbox and the endpoints' delivery state."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,11 @@ from notifications.models import EndpointState, PendingEvent
 class Pending:
     id: int
     created_at: datetime
-    payload: dict[str, Any]
+    payload: str  # the event record as JSON text
+
+    @property
+    def event(self) -> dict[str, Any]:
+        return json.loads(self.payload)
 
 
 @dataclass(frozen=True)
@@ -26,8 +31,9 @@ class Backlog:
 
 def add(endpoints: list[str], events: list[dict[str, Any]], now: datetime) -> None:
     """Queue ``events`` (in order) for each of ``endpoints``, in the caller's transaction."""
+    texts = [json.dumps(event, separators=(",", ":")) for event in events]
     PendingEvent.objects.bulk_create(
-        [PendingEvent(endpoint=name, created_at=now, payload=event) for event in events for name in endpoints])
+        [PendingEvent(endpoint=name, created_at=now, payload=text) for text in texts for name in endpoints])
 
 
 def oldest(endpoint: str, limit: int) -> list[Pending]:

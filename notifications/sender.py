@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.client
-import json
 import logging
 import os
 import random
@@ -65,8 +64,9 @@ class Outcome:
 Send = Callable[[Endpoint, bytes], Outcome]
 
 
-def envelope(payloads: list[dict[str, Any]]) -> bytes:
-    return json.dumps({"events": payloads}, separators=(",", ":")).encode()
+def envelope(payloads: list[str]) -> bytes:
+    """The request body: the events' JSON texts as written, in one {"events": [...]} envelope."""
+    return ('{"events":[' + ",".join(payloads) + "]}").encode()
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -146,11 +146,12 @@ def expire(endpoint: str, written_before: Any) -> int:
         return 0
     count = 0
     while gone := queries.expire(endpoint, written_before):
-        for event in gone:
-            target = event.payload.get("target", {})
+        for pending in gone:
+            event = pending.event
+            target = event.get("target", {})
             log.warning("notifications: event %s expired undelivered to endpoint %s after %s: %s %s%s%s",
-                        event.payload.get("id"), endpoint, _age(timezone.now() - event.created_at),
-                        event.payload.get("action"), target.get("repository", ""),
+                        event.get("id"), endpoint, _age(timezone.now() - pending.created_at),
+                        event.get("action"), target.get("repository", ""),
                         f":{target['tag']}" if target.get("tag") else "",
                         f"@{target['digest']}" if target.get("digest") else "")
         count += len(gone)

@@ -1,6 +1,7 @@
 """Helpers for notification tests: [[notifications]] entries as the configuration loader makes them."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from notifications.models import PendingEvent
@@ -16,7 +17,8 @@ def entry(name: str = "ci", url: str = "http://127.0.0.1:9/hooks", **keys: Any) 
 
 def queued(endpoint: str = "ci") -> list[dict[str, Any]]:
     """The events waiting for ``endpoint``, oldest first."""
-    return list(PendingEvent.objects.filter(endpoint=endpoint).order_by("id").values_list("payload", flat=True))
+    rows = PendingEvent.objects.filter(endpoint=endpoint).order_by("id").values_list("payload", flat=True)
+    return [json.loads(row) for row in rows]
 
 
 def summary(events: list[dict[str, Any]]) -> list[tuple[str, str, str]]:

@@ -59,7 +59,7 @@ class Command(BaseCommand):
             self._show(row)
             if with_events:
                 for event in queries.oldest(row.name, limit):
-                    self.stdout.write(f"    #{event.id} {_ago(event.created_at)}: {_describe(event.payload)}")
+                    self.stdout.write(f"    #{event.id} {_ago(event.created_at)}: {_describe(event.event)}")
                 if row.pending > limit:
                     self.stdout.write(f"    ... and {row.pending - limit} more")
 
