@@ -12,7 +12,6 @@ import os
 import statistics
 import time
 import urllib.request
-from pathlib import Path
 
 from bench.client import EMPTY_JSON, Client, tiny_manifest
 from bench.parallel import run_parallel

@@ -26,7 +26,7 @@ def notifications_config(workdir: Path, *entries: str) -> None:
 
 
 def endpoint(name: str, url: str, **keys: Any) -> str:
-    lines = [f"[[notifications]]", f'name = "{name}"', f'url = "{url}"']
+    lines = ["[[notifications]]", f'name = "{name}"', f'url = "{url}"']
     lines += [f"{key} = {json.dumps(value)}" for key, value in keys.items()]
     return "\n".join(lines) + "\n"
 
@@ -143,7 +143,8 @@ def test_every_event_arrives_in_order_after_an_outage_and_two_kill_9s(start_regi
         marks = [(e["action"], e["target"].get("tag")) for e in events if e["target"].get("tag")]
         assert marks == [("push", "v1"), ("push", "v2"), ("delete", "v1"), ("push", "v3")]
         # Each image's blobs come after the previous change and before its own manifest.
-        positions = {mark: events.index(e) for mark, e in zip(marks, [e for e in events if e["target"].get("tag")])}
+        tagged = [e for e in events if e["target"].get("tag")]
+        positions = {mark: events.index(e) for mark, e in zip(marks, tagged, strict=True)}
         for tag, after in (("v1", -1), ("v2", positions[("push", "v1")]), ("v3", positions[("delete", "v1")])):
             manifest = manifest_of(images[tag].layout, images[tag].digest)
             blobs = {manifest["config"]["digest"], *images[tag].layer_digests}
