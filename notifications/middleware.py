@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponseBase
 
 from notifications.context import Cause, caused_by
 from ops.middleware import MAX_USER_AGENT, principal_label
+from regsite.forwarded import client_address, from_trusted_proxy
 
 
 def _actor(request: HttpRequest) -> Callable[[], str]:
@@ -28,9 +29,14 @@ def _host(request: HttpRequest) -> str:
 
 
 def _client_addr(request: HttpRequest) -> str:
-    """The peer's address and port, as CNCF distribution records it ("203.0.113.7:51234")."""
-    addr, port = request.META.get("REMOTE_ADDR", ""), request.META.get("REMOTE_PORT", "")
-    if not addr or not port:
+    """The client's address as the request log and the login throttle see it (regsite.forwarded:
+    behind a trusted proxy, from X-Forwarded-For), with the port when the client is the peer, as
+    CNCF distribution records it ("203.0.113.7:51234"; a forwarded address has no port)."""
+    if not request.META.get("REMOTE_ADDR"):
+        return ""
+    addr = client_address(request)
+    port = request.META.get("REMOTE_PORT", "")
+    if not port or from_trusted_proxy(request):
         return addr
     return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
 

@@ -12,6 +12,7 @@ from notifications import queries as notification_queries
 from notifications.models import PendingEvent
 from registry.models import Manifest
 from registry.services import repositories
+from regsite import config
 from tests.support.auth import auth_on, auth_paths, basic, bearer  # noqa: F401
 from tests.support.notify import entry, queued, summary
 from tests.support.registry_client import (
@@ -74,6 +75,20 @@ def test_the_request_record_carries_the_request_id_address_and_user_agent(client
                                        "method": "PUT", "useragent": "skopeo/1.13"}
 
 
+def test_behind_a_trusted_proxy_the_address_is_the_forwarded_client_without_a_port(client: Client, endpoints,
+                                                                                   settings) -> None:
+    settings.SERVER_TRUSTED_PROXIES = config.proxy_networks(["10.0.0.2"])
+    headers = {"X-Forwarded-For": "198.51.100.1, 203.0.113.9"}
+    assert post_upload(client, "team/app", f"?digest={digest_of(b'a')}", b"a", headers=headers,
+                       REMOTE_ADDR="10.0.0.2", REMOTE_PORT="40000").status_code == 201
+    # The right-most hop that is not a trusted proxy, as the request log and the login throttle have it.
+    assert queued()[-1]["request"]["addr"] == "203.0.113.9"
+    # From anyone else X-Forwarded-For proves nothing: the peer, with its port.
+    assert post_upload(client, "team/app", f"?digest={digest_of(b'b')}", b"b", headers=headers,
+                       REMOTE_ADDR="192.0.2.7", REMOTE_PORT="40001").status_code == 201
+    assert queued()[-1]["request"]["addr"] == "192.0.2.7:40001"
+
+
 def test_the_actor_is_the_user_or_the_tokens_hash_prefix_never_the_secret(client: Client, endpoints,
                                                                           auth_on) -> None:
     response = post_upload(client, "team/app", f"?digest={digest_of(b'by alice')}", b"by alice",
@@ -87,6 +102,26 @@ def test_the_actor_is_the_user_or_the_tokens_hash_prefix_never_the_secret(client
     assert alice["actor"] == {"name": "alice"}
     assert bob["actor"] == {"name": token.hash_prefix}
     assert token.token not in str(queued())
+
+
+def test_a_signed_tokens_actor_is_its_user_or_the_api_tokens_hash_prefix(client: Client, endpoints,
+                                                                          auth_on) -> None:
+    def signed(authorization: str) -> str:
+        response = client.get("/auth/token", {"scope": "repository:team/app:pull,push"},
+                              HTTP_AUTHORIZATION=authorization)
+        assert response.status_code == 200, response.content
+        return response.json()["token"]
+
+    api_token = tokens.create_token("bob", role="write")
+    for authorization in (basic("alice", "wonderland"), basic("token", api_token.token)):
+        content = authorization.encode()
+        response = post_upload(client, "team/app", f"?digest={digest_of(content)}", content,
+                               headers={"Authorization": bearer(signed(authorization))})
+        assert response.status_code == 201, response.content
+    alice, bob = queued()
+    assert alice["actor"] == {"name": "alice"}
+    assert bob["actor"] == {"name": api_token.hash_prefix}
+    assert api_token.token not in str(queued())
 
 
 def test_a_push_with_several_tags_writes_one_event_per_tag(client: Client, endpoints) -> None:
