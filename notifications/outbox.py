@@ -11,7 +11,7 @@ import socket
 import uuid
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Sequence
 
 from django.conf import settings
 from django.utils import timezone
@@ -52,7 +52,12 @@ def manifest_deleted(repository: str, digest: str) -> None:
 
 
 def tag_deleted(repository: str, tag: str) -> None:
-    _record("delete", repository, [{"repository": repository, "tag": tag}])
+    tags_deleted(repository, [tag])
+
+
+def tags_deleted(repository: str, tags: Sequence[str]) -> None:
+    """Tags removed together (by [[retention]]): one delete event each, written in one statement."""
+    _record("delete", repository, [{"repository": repository, "tag": tag} for tag in tags])
 
 
 def blob_pushed(repository: str, digest: str, size: int) -> None:
@@ -92,7 +97,7 @@ def _url(path: str) -> str:
 
 
 def _record(action: str, repository: str, targets: list[dict[str, Any]]) -> None:
-    if not settings.NOTIFICATIONS:
+    if not settings.NOTIFICATIONS or not targets:
         return
     wanted = [endpoint.name for endpoint in configured() if endpoint.wants(action, repository)]
     if not wanted:
