@@ -130,12 +130,14 @@ def deliver_once(endpoint: Endpoint, send: Send = post) -> float:
         queries.delivered(endpoint.name, [event.id for event in batch], done)
         if state.attempts:
             log.info("notifications: endpoint %s accepts events again, after %d failed attempts",
-                     endpoint.name, state.attempts)
+                     endpoint.name, state.attempts, extra={"endpoint": endpoint.name, "attempts": state.attempts})
         return 0.0
     delay = backoff(state.attempts + 1)
     queries.failed(endpoint.name, outcome.error[:MAX_ERROR_TEXT], done, done + timedelta(seconds=delay))
     log.warning("notifications: sending %d event(s) to endpoint %s (%s) failed, attempt %d: %s; next attempt "
-                "in %.0f s", len(batch), endpoint.name, endpoint.shown_url, state.attempts + 1, outcome.error, delay)
+                "in %.0f s", len(batch), endpoint.name, endpoint.shown_url, state.attempts + 1, outcome.error, delay,
+                extra={"endpoint": endpoint.name, "events": len(batch), "attempt": state.attempts + 1,
+                       "error": outcome.error, "retry_in_seconds": delay})
     return min(IDLE_POLL, delay)
 
 
@@ -149,11 +151,14 @@ def expire(endpoint: str, written_before: Any) -> int:
         for pending in gone:
             event = pending.event
             target = event.get("target", {})
+            age = timezone.now() - pending.created_at
             log.warning("notifications: event %s expired undelivered to endpoint %s after %s: %s %s%s%s",
-                        event.get("id"), endpoint, _age(timezone.now() - pending.created_at),
+                        event.get("id"), endpoint, _age(age),
                         event.get("action"), target.get("repository", ""),
                         f":{target['tag']}" if target.get("tag") else "",
-                        f"@{target['digest']}" if target.get("digest") else "")
+                        f"@{target['digest']}" if target.get("digest") else "",
+                        extra={"endpoint": endpoint, "event_id": event.get("id"), "action": event.get("action"),
+                               "target": target, "age_hours": round(age.total_seconds() / 3600, 1)})
         count += len(gone)
     return count
 
@@ -169,7 +174,8 @@ def _serve(endpoint: Endpoint, stop: threading.Event, send: Send) -> None:
             try:
                 wait = deliver_once(endpoint, send)
             except Exception:
-                log.exception("notifications: endpoint %s: the outbox could not be read or updated", endpoint.name)
+                log.exception("notifications: endpoint %s: the outbox could not be read or updated", endpoint.name,
+                              extra={"endpoint": endpoint.name})
                 connection.close_if_unusable_or_obsolete()
                 wait = ERROR_PAUSE
             finally:
@@ -183,7 +189,9 @@ def _serve(endpoint: Endpoint, stop: threading.Event, send: Send) -> None:
 def lead(held: Held, stop: threading.Event, endpoints: list[Endpoint] | None = None, send: Send = post) -> None:
     """Send to every endpoint until ``stop`` is set or the lock turns out to be lost."""
     endpoints = configured() if endpoints is None else endpoints
-    log.info("notifications: process %d sends events to %s", os.getpid(), ", ".join(e.name for e in endpoints))
+    names = [endpoint.name for endpoint in endpoints]
+    log.info("notifications: process %d sends events to %s", os.getpid(), ", ".join(names),
+             extra={"endpoints": names})
     threads = [threading.Thread(target=_serve, args=(endpoint, stop, send), daemon=True,
                                 name=f"notify-{endpoint.name}") for endpoint in endpoints]
     for thread in threads:

@@ -19,6 +19,7 @@ from notifications.endpoints import Endpoint
 from notifications.models import EndpointState, PendingEvent
 from notifications.outbox import MEDIA_TYPE
 from registry.locks import default_locks
+from regsite.logs import JsonLines
 from tests.support.notify import entry, queued, summary
 from tests.support.receiver import Receiver
 from tests.support.registry_client import push_blob, push_image
@@ -145,6 +146,12 @@ def test_an_event_older_than_max_age_expires_logged_and_counted(client: Client, 
     assert old_id not in [e["id"] for e in queued()] and len(queued()) == 2
     (line,) = [r.getMessage() for r in caplog.records if "expired undelivered" in r.getMessage()]
     assert old_id in line and "endpoint ci after 73.0 h: push team/app@sha256:" in line
+    # Written as every log line is (regsite.logs), with the event's fields for a log pipeline to match.
+    (record,) = [r for r in caplog.records if "expired undelivered" in r.getMessage()]
+    fields = json.loads(JsonLines().format(record))
+    assert fields["logger"] == "notifications" and fields["level"] == "warning"
+    assert fields["endpoint"] == "ci" and fields["event_id"] == old_id and fields["action"] == "push"
+    assert fields["target"]["repository"] == "team/app" and fields["age_hours"] == 73.0
 
 
 def test_no_error_or_log_line_shows_a_header_value_or_the_secret(client: Client, settings, caplog) -> None:
@@ -153,8 +160,12 @@ def test_no_error_or_log_line_shows_a_header_value_or_the_secret(client: Client,
     push_blob(client, "team/app", b"x")
     with caplog.at_level(logging.DEBUG):
         sender.deliver_once(Endpoint.of(settings.NOTIFICATIONS[0]))
-    shown = caplog.text + state().last_error
+    lines = [JsonLines().format(record) for record in caplog.records]
+    shown = "\n".join(lines) + state().last_error
     assert "failed, attempt 1: cannot connect" in caplog.text
+    (failure,) = [json.loads(line) for line in lines if "failed, attempt 1" in line]
+    assert (failure["endpoint"], failure["attempt"], failure["events"]) == ("ci", 1, 1)
+    assert failure["error"].startswith("cannot connect") and failure["retry_in_seconds"] == 1.0
     assert "sekrit" not in shown and SECRET not in shown and "in-the-query" not in shown
 
 
