@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
+from registry.policies.globs import glob_regex
+
 ACTIONS = ("push", "delete", "pull")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # Set by the sender for every delivery: a configured header must not replace them.
 RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding", "connection",
                               "x-registry-signature"})
-_LITERAL = set("abcdefghijklmnopqrstuvwxyz0123456789._-/")
 MAX_TIMEOUT_SECONDS = 300
 # Never repeated in an error message: a header may carry a token.
 SECRET_KEYS = ("headers", "secret")
@@ -27,50 +28,12 @@ class BadGlob(ValueError):
 
 
 def compile_glob(glob: str) -> re.Pattern[str]:
-    """``*`` is any run of characters within one path component, ``**`` any run across them, ``?``
-    one character and ``[a-c]`` one of a set (``[!x]`` none of it); nothing crosses a ``/`` but ``**``."""
-    if not glob:
-        raise BadGlob("it is empty (leave the key out to match every repository)")
-    if glob.startswith("/") or glob.endswith("/") or "//" in glob:
-        raise BadGlob("a repository name has no empty component (no leading, trailing or double /)")
-    out, i = [], 0
-    while i < len(glob):
-        char = glob[i]
-        if glob.startswith("***", i):
-            raise BadGlob("*** means nothing: use * within a component or ** across them")
-        if glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif char == "*":
-            out.append("[^/]*")
-            i += 1
-        elif char == "?":
-            out.append("[^/]")
-            i += 1
-        elif char == "[":
-            end = glob.find("]", i + 1)
-            if end < 0:
-                raise BadGlob(f"the [ at position {i + 1} is never closed")
-            out.append(_char_class(glob[i + 1:end]))
-            i = end + 1
-        elif char in _LITERAL:
-            out.append(re.escape(char))
-            i += 1
-        else:
-            raise BadGlob(f"{char!r} cannot occur in a repository name (lowercase letters, digits, . _ - /)")
-    return re.compile("".join(out))
-
-
-def _char_class(body: str) -> str:
-    negated = body[:1] in ("!", "^")
-    members = body[1:] if negated else body
-    if not members:
-        raise BadGlob("[] is an empty set of characters")
-    for index, char in enumerate(members):
-        if char not in _LITERAL - {"/"} and not (char == "-" and 0 < index < len(members) - 1):
-            raise BadGlob(f"{char!r} cannot be in a [set]")
-    escaped = members.replace("\\", "\\\\")
-    return f"[^/{escaped}]" if negated else f"[{escaped}]"
+    """The glob as the governance rules read theirs (registry.policies.globs), so that one
+    ``repositories`` value selects the same repositories in every table of the configuration."""
+    try:
+        return re.compile(glob_regex(glob))
+    except ValueError as exc:
+        raise BadGlob(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -156,7 +119,7 @@ def _problem(entry: Mapping[str, Any], seen: Iterable[str]) -> tuple[str, str] |
     try:
         compile_glob(entry["repositories"])
     except BadGlob as exc:
-        return "repositories", f"bad glob {entry['repositories']!r}: {exc}"
+        return "repositories", f"invalid glob {entry['repositories']!r}: {exc}"
     for header, value in entry["headers"].items():
         if not _HEADER_NAME.fullmatch(header):
             return "headers", f"{header!r} is not a valid header name"
