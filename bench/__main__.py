@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench import notify, report
 from bench.profile import Recorder, summarise
 from bench.servers import (
     BENCH_PASSWORD,
@@ -63,6 +63,9 @@ class Servers:
             "reference-auth": Reference(self.scratch / "reference-auth", auth=True) if "basic" in pairs else None,
             "ours-s3": Ours(self.scratch / "ours-s3", s3=bucket) if bucket else None,
             "reference-s3": Reference(self.scratch / "reference-s3", s3=bucket) if bucket else None,
+            "ours-quiet": Ours(self.scratch / "ours-quiet") if "notify" in pairs else None,
+            "ours-hooks": Ours(self.scratch / "ours-hooks", config=notify.hooks_config())
+            if "notify" in pairs else None,
         }
         self.started = [s for s in servers.values() if s is not None]
         errors: list[BaseException] = []
@@ -90,6 +93,9 @@ class Servers:
         if bucket:
             self.sides["s3"] = (self._side("ours", servers["ours-s3"], None, "ours-s3"),
                                 self._side("reference", servers["reference-s3"], None, "reference-s3"))
+        if "notify" in pairs:
+            self.sides["notify"] = (self._side("ours hooks", servers["ours-hooks"], None, "ours-hooks"),
+                                    self._side("ours no hooks", servers["ours-quiet"], None, "ours-quiet"))
         token = servers["ours-auth"].token if auth else None
         if "bearer" in pairs and token:
             self.sides["bearer"] = (self._side("ours", servers["ours-auth"], f"Bearer {token}", "ours-bearer"),
@@ -127,6 +133,7 @@ class Servers:
             thread.join()
         if self.rgw is not None:
             self.rgw.stop()
+        notify.stop_receivers()
 
 
 def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes, rounds: int,

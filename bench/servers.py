@@ -120,7 +120,7 @@ class Ours:
 
     label = "ours"
 
-    def __init__(self, workdir: Path, auth: bool = False, s3: "S3Bucket | None" = None) -> None:
+    def __init__(self, workdir: Path, auth: bool = False, s3: "S3Bucket | None" = None, config: str = "") -> None:
         env = {"SVC_AUTH_ENABLED": "true" if auth else "false"}
         if s3 is not None:
             env |= {"SVC_STORAGE_BACKEND": "s3", "SVC_STORAGE_S3_ENDPOINT": s3.endpoint,
@@ -128,12 +128,15 @@ class Ours:
                     "SVC_STORAGE_S3_ACCESS_KEY": s3.access_key, "SVC_STORAGE_S3_SECRET_KEY": s3.secret_key,
                     "SVC_SECRET_KEY": "bench-replicas-share-this-key"}
         self.auth = auth
+        self.config = config  # config.toml's text (the [[notifications]] of the notify-push workload)
         self.server = RegistryServer(workdir, env_overrides=env, workers=DEFAULTS["server"]["workers"])
         self.token: str | None = None
 
     def start(self) -> None:
+        self.server.workdir.mkdir(parents=True, exist_ok=True)
+        if self.config:
+            (self.server.workdir / "config.toml").write_text(self.config)
         if self.auth:
-            self.server.workdir.mkdir(parents=True, exist_ok=True)
             make_htpasswd(self.server.workdir / "users.htpasswd")
         self.server.start(timeout=60)
         if self.auth:

@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "registry",
     "tokens",
     "ops",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -47,6 +48,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
+    # After authentication: the events a request causes name its principal.
+    "notifications.middleware.EventContextMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -117,6 +120,10 @@ REGISTRY_MIN_FREE_BYTES: int = SVC["storage"]["min_free_bytes"]
 REGISTRY_RETENTION: list[dict] = SVC["retention"]
 REGISTRY_IMMUTABLE: list[dict] = SVC["immutable"]
 REGISTRY_QUOTAS: list[dict] = SVC["quota"]
+
+# [[notifications]]: webhook endpoints (notifications.endpoints); the address events name as their source.
+NOTIFICATIONS: list[dict] = SVC["notifications"]
+NOTIFICATIONS_SOURCE: str = SVC["server"]["bind"]
 
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])
