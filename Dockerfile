@@ -20,6 +20,7 @@ COPY regsite ./regsite
 COPY registry ./registry
 COPY tokens ./tokens
 COPY ops ./ops
+COPY notifications ./notifications
 COPY templates ./templates
 RUN pip install . \
     && SVC_SECRET_KEY=collectstatic-only SVC_STORAGE_ROOT=/tmp/build/registry \

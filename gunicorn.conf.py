@@ -75,9 +75,12 @@ control_socket_disable = True
 
 def post_worker_init(worker: object) -> None:
     # [gc] interval_hours: every worker polls; a lock in the storage root lets one collect per interval.
+    from notifications import sender
     from registry import scheduler
 
     scheduler.start()
+    # [[notifications]]: every worker tries for the sender's lock; its holder delivers the outbox.
+    sender.start()
 
 
 # Prometheus multiprocess mode: each worker writes its metrics to files in this directory and a

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import proxy, report
+from bench import notify, proxy, report
 from bench.profile import Recorder, summarise
 from bench.servers import (
     BENCH_PASSWORD,
@@ -76,6 +76,9 @@ class Servers:
             "reference-s3": Reference(self.scratch / "reference-s3", s3=bucket) if bucket else None,
             "ours-proxy": cache,
             "upstream": upstream,
+            "ours-quiet": Ours(self.scratch / "ours-quiet") if "notify" in pairs else None,
+            "ours-hooks": Ours(self.scratch / "ours-hooks", config=notify.hooks_config())
+            if "notify" in pairs else None,
         }
         self.started = [s for s in servers.values() if s is not None]
         errors: list[BaseException] = []
@@ -108,6 +111,9 @@ class Servers:
                                    self._side("upstream", upstream, None, "upstream"))
             self.sides["proxy-local"] = (self._side(proxy.CACHED, cache, None, "ours-cached"),
                                          self._side(proxy.NORMAL, cache, None, "ours-normal"))
+        if "notify" in pairs:
+            self.sides["notify"] = (self._side("ours hooks", servers["ours-hooks"], None, "ours-hooks"),
+                                    self._side("ours no hooks", servers["ours-quiet"], None, "ours-quiet"))
         token = servers["ours-auth"].token if auth else None
         if "bearer" in pairs and token:
             self.sides["bearer"] = (self._side("ours", servers["ours-auth"], f"Bearer {token}", "ours-bearer"),
@@ -147,6 +153,7 @@ class Servers:
             self.rgw.stop()
         if self.relay is not None:
             self.relay.close()
+        notify.stop_receivers()
 
 
 def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes, rounds: int,

@@ -20,6 +20,7 @@ import os
 import tempfile
 import time
 import timeit
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
@@ -108,13 +109,14 @@ def variants() -> None:
     from django.utils import timezone
 
     from registry import queries
-    from registry.models import Blob, BlobLink, Manifest, Repository, Tag
+    from registry.models import Blob, BlobLink, Manifest, Repository, Tag, Upload
     from registry.queries import byte_order
 
     repo = Repository.objects.get(name=REPOSITORY)
     manifest = Manifest.objects.filter(repository=repo).values_list("id", flat=True).get(tags__name="v7")
     digest, size = Blob.objects.values_list("digest", "size").first() or ("", 0)
     absent = "sha256:" + "0" * 64
+    owner, live_after = "address:127.0.0.1", timezone.now() - timedelta(hours=1)
 
     def tag_orm() -> None:
         Tag.objects.bulk_create([Tag(repository_id=repo.pk, name="latest", manifest_id=manifest,
@@ -158,6 +160,8 @@ def variants() -> None:
         ("linked digests (2)", lambda: queries.linked_digests(repo.pk, [digest, absent]),
          lambda: set(BlobLink.objects.filter(repository_id=repo.pk, blob__digest__in=[digest, absent])
                      .values_list("blob__digest", flat=True))),
+        ("upload sessions of an owner", lambda: queries.count_live_sessions(owner, live_after),
+         lambda: Upload.objects.filter(owner=owner, updated_at__gte=live_after).count()),
     ]
     for label, hand, orm in reads:
         _time(f"{label}: hand-written", hand)

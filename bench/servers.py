@@ -127,13 +127,16 @@ class Ours:
                     "SVC_STORAGE_S3_BUCKET": s3.bucket, "SVC_STORAGE_S3_PREFIX": "ours",
                     "SVC_STORAGE_S3_ACCESS_KEY": s3.access_key, "SVC_STORAGE_S3_SECRET_KEY": s3.secret_key,
                     "SVC_SECRET_KEY": "bench-replicas-share-this-key"}
-        self.auth, self.config = auth, config
+        self.auth = auth
+        # config.toml's text: the [[proxy]] tables of the pull-through cache workloads, the
+        # [[notifications]] of the notify-push workload.
+        self.config = config
         self.server = RegistryServer(workdir, env_overrides=env, workers=DEFAULTS["server"]["workers"])
         self.token: str | None = None
 
     def start(self) -> None:
         self.server.workdir.mkdir(parents=True, exist_ok=True)
-        if self.config:  # [[proxy]] tables of the pull-through cache workloads
+        if self.config:
             (self.server.workdir / "config.toml").write_text(self.config)
         if self.auth:
             make_htpasswd(self.server.workdir / "users.htpasswd")

@@ -402,6 +402,8 @@ def _rollout_labels(prefix: str, what: str) -> list[Figure]:
 # The list -----------------------------------------------------------------------------------------
 
 def workloads(sizes: Sizes) -> list[Workload]:
+    from bench import notify
+
     page = sizes.catalog_page
     return [
         Workload("push-monolithic", "anon",
@@ -476,4 +478,5 @@ def workloads(sizes: Sizes) -> list[Workload]:
             Figure("mem_peak", f"peak PSS of the server tree, {sizes.memory_blob // MIB} MiB push", "MiB", False),
             Figure("mem_growth", "  PSS growth during that push", "MiB", False, None, 64.0),
         ], _memory),
+        notify.workload(sizes),
     ]

@@ -20,6 +20,7 @@ from django.db import DatabaseError
 from prometheus_client import CollectorRegistry, Counter, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from notifications.metrics import NotificationsCollector
 from ops.processes import ProcessesCollector
 from registry import queries
 from regsite.version import version
@@ -164,7 +165,7 @@ def multiprocess_dir() -> str | None:
 
 def exposition() -> bytes:
     """The Prometheus text format of every metric of the service, summed over all workers."""
-    sources: list[prometheus_client.registry.Collector] = [StateCollector()]
+    sources: list[prometheus_client.registry.Collector] = [StateCollector(), NotificationsCollector()]
     if multiprocess_dir():
         workers = CollectorRegistry()
         multiprocess.MultiProcessCollector(workers)

@@ -132,8 +132,9 @@ class Required:
 # naming the entry (entry_name) and the key. Features register their tables here.
 LISTS: dict[str, dict[str, Any]] = {}
 LIST_VALIDATORS: dict[str, Callable[[list[dict[str, Any]]], None]] = {}
-# Keys of list entries whose values no error message may show.
-LIST_SECRETS: set[tuple[str, str]] = set()
+# Keys of list entries whose values are never repeated in an error message (a proxy's upstream
+# credentials, a webhook's headers and secret).
+LIST_SECRET_KEYS: set[tuple[str, str]] = set()
 # Checks of one table against another (a governance rule against the [[proxy]] prefixes), run after
 # every table's own.
 CROSS_CHECKS: list[Callable[[dict[str, Any]], None]] = []
@@ -252,12 +253,7 @@ def _entries(table: str, raw: Any, path: Path) -> list[dict[str, Any]]:
         for key, value in given.items():
             if key not in schema:
                 raise ConfigError(f"{where} {key}: unknown key in {path}")
-            try:
-                entry[key] = _coerce(f"{where} {key}", schema[key], value, False)
-            except ConfigError:
-                if (table, key) in LIST_SECRETS:
-                    raise ConfigError(f"{where} {key}: expected a string") from None
-                raise
+            entry[key] = _coerce_secretly(table, f"{where} {key}", key, schema[key], value, False)
         for key, default in schema.items():
             if key not in entry:
                 if isinstance(default, Required):
@@ -279,9 +275,20 @@ def _list_override(merged: dict[str, Any], name: str, raw: str) -> bool:
             raise ConfigError(f"{name}: expected SVC_{table.upper()}_<n>_<KEY> with a key of [[{table}]]")
         if int(number) >= len(merged[table]):
             raise ConfigError(f"{name}: there is no [[{table}]] #{int(number) + 1} in the configuration file")
-        merged[table][int(number)][key] = _coerce(name, LISTS[table][key], raw, True)
+        merged[table][int(number)][key] = _coerce_secretly(table, name, key, LISTS[table][key], raw, True)
         return True
     return False
+
+
+def _coerce_secretly(table: str, where: str, key: str, default: Any, value: Any, from_env: bool) -> Any:
+    """_coerce, with the value left out of the error for a secret key (a header's token)."""
+    try:
+        return _coerce(where, default, value, from_env)
+    except ConfigError as exc:
+        if (table, key) not in LIST_SECRET_KEYS:
+            raise
+        kind = str(exc).partition(": ")[2].partition(", got")[0]
+        raise ConfigError(f"{where}: {kind} (the value is not shown: it may be secret)") from None
 
 
 def _env_target(name: str) -> tuple[str, str] | None:
@@ -525,10 +532,12 @@ def load_or_exit(
 
 def _register_tables() -> None:
     # Features declare their tables in their own modules, which need the names above.
+    from notifications import endpoints
     from regsite import policy_config, proxy_config
 
-    proxy_config.register(LISTS, LIST_VALIDATORS, LIST_SECRETS)
+    proxy_config.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
     policy_config.register(LISTS, LIST_VALIDATORS, CROSS_CHECKS)
+    endpoints.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
 
 
 _register_tables()

@@ -39,7 +39,8 @@ def is_trusted(address: IPAddress | None) -> bool:
     return address is not None and any(address in network for network in settings.SERVER_TRUSTED_PROXIES)
 
 
-def _from_trusted_proxy(request: HttpRequest) -> bool:
+def from_trusted_proxy(request: HttpRequest) -> bool:
+    """Whether the peer is a trusted proxy, whose forwarding headers are believed."""
     return bool(settings.SERVER_TRUSTED_PROXIES) and is_trusted(_parse(request.META.get("REMOTE_ADDR", "")))
 
 
@@ -48,7 +49,7 @@ def client_address(request: HttpRequest) -> str:
     X-Forwarded-For that is not a trusted proxy itself. Addresses come back in canonical form
     (an IPv4-mapped IPv6 address as IPv4), so one client is always spelt one way."""
     remote = request.META.get("REMOTE_ADDR") or "unknown"
-    if not _from_trusted_proxy(request):
+    if not from_trusted_proxy(request):
         parsed = _parse(remote)
         return str(parsed) if parsed is not None else remote[:MAX_ADDRESS_CHARS]
     hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
@@ -79,7 +80,7 @@ class ForwardedProtoMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if "HTTP_X_FORWARDED_PROTO" in request.META and _from_trusted_proxy(request):
+        if "HTTP_X_FORWARDED_PROTO" in request.META and from_trusted_proxy(request):
             scheme = _forwarded_proto(request)
             if scheme is not None:
                 request.META["wsgi.url_scheme"] = scheme  # what WSGIRequest.scheme reads

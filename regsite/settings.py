@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "registry",
     "tokens",
     "ops",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -49,6 +50,8 @@ MIDDLEWARE = [
     # Before authentication: a mirror's ?ns= or /<prefix>/v2/ path is rewritten to the name it means.
     "registry.proxy.routing.ProxyRoutingMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
+    # After authentication: the events a request causes name its principal.
+    "notifications.middleware.EventContextMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -121,6 +124,10 @@ REGISTRY_IMMUTABLE: list[dict] = SVC["immutable"]
 REGISTRY_QUOTAS: list[dict] = SVC["quota"]
 # Pull-through caches, one entry per [[proxy]] table (registry.proxy).
 REGISTRY_PROXIES: list[dict] = SVC["proxy"]
+
+# [[notifications]]: webhook endpoints (notifications.endpoints); the address events name as their source.
+NOTIFICATIONS: list[dict] = SVC["notifications"]
+NOTIFICATIONS_SOURCE: str = SVC["server"]["bind"]
 
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])

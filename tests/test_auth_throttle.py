@@ -145,3 +145,28 @@ def test_it_prunes_what_it_no_longer_needs(client, auth_on) -> None:
                                               ("unknown", "unknown")])
 def test_the_key_is_the_address_or_its_ipv6_network(address: str, key: str) -> None:
     assert throttle.throttle_key(address) == key
+
+
+def test_checks_in_flight_hold_places_of_the_allowance_until_they_end() -> None:
+    from tokens import queries
+
+    now, forget, lapse = timezone.now(), timedelta(days=1), throttle.PENDING_LAPSE
+    places = [queries.reserve_login_attempt("10.0.0.9", now, 10, forget, lapse) for _ in range(11)]
+    assert [p.allowed for p in places] == [True] * 10 + [False]
+    assert places[-1].until is None  # not told to wait: it queues for a place
+    queries.finish_login_attempt("10.0.0.9", False, now, throttle.delay, forget)  # a right password
+    assert queries.reserve_login_attempt("10.0.0.9", now, 10, forget, lapse).allowed
+    for _ in range(10):
+        queries.finish_login_attempt("10.0.0.9", True, now, throttle.delay, forget)
+    refused = queries.reserve_login_attempt("10.0.0.9", now, 10, forget, lapse)
+    assert not refused.allowed and refused.until is not None  # ten failures: the address waits
+
+
+def test_a_place_held_by_a_process_that_died_lapses() -> None:
+    from tokens import queries
+
+    now, forget, lapse = timezone.now(), timedelta(days=1), throttle.PENDING_LAPSE
+    for _ in range(10):
+        assert queries.reserve_login_attempt("10.0.0.8", now, 10, forget, lapse).allowed
+    assert not queries.reserve_login_attempt("10.0.0.8", now, 10, forget, lapse).allowed
+    assert queries.reserve_login_attempt("10.0.0.8", now + lapse + timedelta(seconds=1), 10, forget, lapse).allowed

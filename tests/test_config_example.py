@@ -1,5 +1,6 @@
 """config.example.toml lists every configuration key with its default, and shows an example entry of
-each array of tables ([[retention]], ...) with every key of it, commented out."""
+each array of tables ([[retention]], ...) with every key of it (at its default where it has one),
+commented out."""
 from __future__ import annotations
 
 import re

@@ -129,6 +129,7 @@ def test_the_environment_sets_a_key_of_a_rule_and_is_checked_too(tmp_path) -> No
     ("team/[ab]*", ["team/a", "team/bx"], ["team/c"]),
     ("team/[!ab]*", ["team/c"], ["team/a"]),
     ("a.b/*", ["a.b/c"], ["axb/c"]),
+    ("team[!x]app", ["team-app"], ["team/app"]),  # a set, like ?, stays within one component
 ])
 def test_globs_match_whole_names(glob, matches, misses) -> None:
     import re
@@ -136,6 +137,12 @@ def test_globs_match_whole_names(glob, matches, misses) -> None:
     pattern = re.compile(glob_regex(glob))
     assert all(pattern.match(name) for name in matches)
     assert not any(pattern.match(name) for name in misses)
+
+
+@pytest.mark.parametrize("glob", ["team/", "/team", "team//app", "team/***", "team/[a/b]"])
+def test_globs_with_an_empty_component_a_triple_star_or_a_slash_in_a_set_are_refused(glob) -> None:
+    with pytest.raises(ValueError):
+        glob_regex(glob)
 
 
 @pytest.mark.parametrize("text, size", [("50GiB", 50 * 1024**3), ("1.5 KiB", 1536), ("500MB", 500 * 10**6),

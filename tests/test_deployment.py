@@ -101,6 +101,19 @@ def test_it_copies_only_paths_that_exist() -> None:
             assert (REPO / source).exists(), source
 
 
+def test_it_copies_and_packages_every_app_of_the_project() -> None:
+    import tomli
+    from django.conf import settings
+
+    copied = {args.split()[0] for args in instructions("COPY")}
+    with (REPO / "pyproject.toml").open("rb") as fh:
+        packaged = set(tomli.load(fh)["tool"]["setuptools"]["packages"]["find"]["include"])
+    for app in settings.INSTALLED_APPS:
+        if (REPO / app).is_dir():  # the project's own apps, not Django's or a library's
+            assert app in copied, f"the Dockerfile does not COPY {app}"
+            assert f"{app}*" in packaged, f"pyproject.toml does not package {app}"
+
+
 def test_compose_maps_port_4000() -> None:
     assert "4000:4000" in SERVICE["ports"]
     assert SERVICE["build"] == "."

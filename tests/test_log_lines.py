@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import logging
 import warnings
+from datetime import datetime, timezone
 
 import pytest
 from django.conf import settings as django_settings
 from django.test import Client
+from pythonjsonlogger.json import JsonFormatter
 
 from registry.services import manifests
+from regsite import logs
 from regsite.logs import JsonLines
 
 pytestmark = pytest.mark.django_db
@@ -91,3 +94,31 @@ def test_django_and_the_request_log_write_through_it() -> None:
     assert logging_config["formatters"]["json"]["()"] is JsonLines
     assert logging_config["root"]["handlers"] == ["stderr"]
     assert logging_config["loggers"]["ops.requests"]["handlers"] == ["stderr"]
+
+
+@pytest.mark.parametrize("extra", [
+    {},
+    {"time": "2025-01-01T12:00:00.125+00:00", "request_id": "req-7", "method": "GET", "path": "/v2/a/b",
+     "route": None, "status": 200, "duration_ms": 0.512, "forwarded_for": None, "principal": "ab" * 8},
+    {"note": "caf\u00e9 \"quoted\"", "when": datetime(2025, 1, 1, tzinfo=timezone.utc), "_private": 1,
+     "sizes": [1, 2], "level": "overridden by the caller"},
+])
+def test_its_quick_path_writes_what_python_json_logger_writes(monkeypatch, extra: dict) -> None:
+    record = logging.getLogger("ops.requests").makeRecord(
+        "ops.requests", logging.INFO, __file__, 1, "%s %s %s", ("GET", "/v2/", 200), None, extra=extra)
+    formatter = JsonLines()
+    serving = logs.current_request_id.set("req-ctx")
+    try:
+        library = JsonFormatter.format(formatter, record)  # the library's own steps, same options
+        monkeypatch.setattr(JsonLines, "add_fields", None)  # the quick path must not need them
+        quick = formatter.format(record)
+    finally:
+        logs.current_request_id.reset(serving)
+    assert quick == library
+
+
+def test_other_options_take_the_librarys_path() -> None:
+    record = logging.getLogger("registry.x").makeRecord(
+        "registry.x", logging.INFO, __file__, 1, "hello", (), None, extra={"n": 1})
+    entry = json.loads(JsonLines(static_fields={"service": "registry"}).format(record))
+    assert (entry["message"], entry["service"], entry["n"]) == ("hello", "registry", 1)

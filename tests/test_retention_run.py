@@ -109,7 +109,7 @@ def test_a_tag_moved_after_the_plan_is_not_removed(client) -> None:
     assert {r.tag.name for r in made.tags} == {"t0", "t1", "t2"}
     push_image("team/app", "t1", [b"t1 pushed again"])  # moves t1 between plan and removal
 
-    removed = executor._remove_tags(made.tags)
+    removed = executor._remove_tags("team/app", made.tags)
 
     assert sorted(Tag.objects.values_list("name", flat=True)) == ["t1", "t3", "t4", "t5", "v1"]
     assert len(removed) == 2

@@ -59,6 +59,17 @@ def test_it_refuses_an_expired_token_but_still_lists_it(auth_paths) -> None:
     assert listed.expired
 
 
+def test_a_token_in_use_is_refused_from_the_second_it_expires(auth_paths, monkeypatch) -> None:
+    # Nothing on disk changes: the check of a token seen a moment ago must still look at the clock.
+    created = services.create_token("alice", "read", ttl_days=1)
+    expiry = created.expires_at.timestamp()
+    monkeypatch.setattr(services.time, "time", lambda: expiry - 0.5)
+    assert services.authenticate_token(created.token) is not None
+    assert services.authenticate_token(created.token) is not None
+    monkeypatch.setattr(services.time, "time", lambda: expiry)
+    assert services.authenticate_token(created.token) is None
+
+
 @pytest.mark.parametrize("token", ["", "svc_", "svc_short", "abc_" + "A" * 43, "svc_" + "A" * 44,
                                    "svc_" + "A" * 42 + "!"])
 def test_it_refuses_strings_that_are_not_tokens(auth_paths, token: str) -> None:

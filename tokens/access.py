@@ -58,9 +58,16 @@ def action_for(route: str | None, method: str | None) -> Action:
     return Action.PUSH
 
 
+# Every authenticated request asks: one lookup (members hash as their values), not two enum calls.
+_ALLOWED = {(role.value, action.value): role.rank >= REQUIRED_ROLE[action].rank for role in Role for action in Action}
+
+
 def role_allows(role: Role | str | None, action: Action | str) -> bool:
-    granted = Role.parse(role)
-    return granted is not None and granted.rank >= REQUIRED_ROLE[Action(action)].rank
+    try:
+        return _ALLOWED[role, action]  # type: ignore[index]
+    except (KeyError, TypeError):
+        Action(action)  # an action that does not exist is a mistake of the caller's: ValueError
+        return False
 
 
 class Access(Enum):

@@ -45,13 +45,14 @@ class HtpasswdFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._fspath = os.fspath(path)  # stat'ed on every authenticated request
         self._lock = threading.Lock()
         self._snapshot = Snapshot(stamp=None)
         self._loaded = False
 
     def snapshot(self) -> Snapshot:
         try:
-            st = os.stat(self.path)
+            st = os.stat(self._fspath)
             stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
         except OSError:
             stamp = None

@@ -34,6 +34,8 @@ from tokens.principal import (
 from tokens.throttle import Throttled
 
 REALM = "svc-registry"
+# An attempt is immutable: the successful one of each mechanism is made once, not per request.
+_SUCCEEDED = {mechanism: AuthAttempt(mechanism, Outcome.SUCCESS) for mechanism in Mechanism}
 CHALLENGE = f'Basic realm="{REALM}"'
 MAX_HEADER_CHARS = 8192
 
@@ -188,7 +190,7 @@ class AuthenticationMiddleware:
         except Throttled as exc:
             return throttled(request, exc.retry_after)
         if principal.is_authenticated and request.auth_attempt is None:
-            request.auth_attempt = AuthAttempt(principal.mechanism, Outcome.SUCCESS)
+            request.auth_attempt = _SUCCEEDED[principal.mechanism]
         if access is Access.OPTIONAL:
             return unauthorized(request) if not principal.is_authenticated and _is_docker_engine(request) else None
         if not principal.is_authenticated:
@@ -196,7 +198,10 @@ class AuthenticationMiddleware:
         action = action_for(route, request.method)
         if not principal.may(action):
             return forbidden(request, principal, action)
-        # A signed token allows only what it was issued for: a 401 names the scope to ask for.
+        # A signed token allows only what it was issued for: a 401 names the scope to ask for. Other
+        # credentials have no scope, and their requests need not parse the query string.
+        if not isinstance(principal, bearer.ScopedPrincipal):
+            return None
         missing = bearer.missing_scopes(principal, route, match.kwargs if match is not None else {}, action,
                                         request.GET)
         if missing:

@@ -13,6 +13,10 @@ class LoginThrottle(models.Model):
     failures = models.IntegerField(default=0)
     last_failure_at = models.DateTimeField(db_index=True)
     next_attempt_at = models.DateTimeField()  # no password is checked for the address before
+    # Checks running now (tokens.throttle): they hold places of the allowance until they end. A
+    # database default, so that the previous release can insert rows into the migrated table.
+    pending = models.IntegerField(default=0, db_default=0)
+    pending_since = models.DateTimeField(null=True)
 
     def __str__(self) -> str:
         return f"{self.address}: {self.failures} failures, next attempt at {self.next_attempt_at:%H:%M:%S}"

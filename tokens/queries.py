@@ -45,35 +45,56 @@ def login_wait(address: str, now: datetime) -> datetime | None:
 Delay = Callable[[int], timedelta]  # failures so far -> how long the next attempt must wait
 
 
-def reserve_login_attempt(address: str, now: datetime, delay: Delay, forget: timedelta) -> datetime | None:
-    """Count a password check about to run as a failure, atomically: None when it may run, else
-    until when the address must wait. Concurrent callers (threads, workers, replicas) queue on the
-    address's row, so no more checks run than the count allows."""
+@dataclass(frozen=True)
+class Reservation:
+    """The answer to asking for a password check: ``allowed``; or else ``until`` when the address
+    must wait, or neither when checks of the address already running hold its allowance."""
+
+    allowed: bool
+    until: datetime | None = None
+
+
+BUSY = Reservation(False)
+
+
+def _locked_throttle(address: str) -> LoginThrottle:
+    # Insert-or-nothing, then lock: two first attempts from one address cannot both create it.
+    LoginThrottle.objects.bulk_create(
+        [LoginThrottle(address=address, failures=0, last_failure_at=EPOCH, next_attempt_at=EPOCH)],
+        ignore_conflicts=True)
+    return LoginThrottle.objects.select_for_update().get(address=address)
+
+
+def reserve_login_attempt(address: str, now: datetime, free: int, forget: timedelta,
+                          stale: timedelta) -> Reservation:
+    """Take a place for a password check about to run, atomically. An address may have as many
+    checks running as failures it has left before it must wait (one at a time once past them), so
+    concurrent guesses never get more checks than the count allows, while concurrent right
+    passwords only queue. Callers (threads, workers, replicas) serialise on the address's row."""
     with transaction.atomic():
-        # Insert-or-nothing, then lock: two first attempts from one address cannot both create it.
-        LoginThrottle.objects.bulk_create(
-            [LoginThrottle(address=address, failures=0, last_failure_at=EPOCH, next_attempt_at=EPOCH)],
-            ignore_conflicts=True)
-        row = LoginThrottle.objects.select_for_update().get(address=address)
+        row = _locked_throttle(address)
         if row.next_attempt_at > now:
-            return row.next_attempt_at
+            return Reservation(False, row.next_attempt_at)
         failures = 0 if row.last_failure_at <= now - forget else row.failures
-        row.failures = failures + 1
-        row.last_failure_at = now
-        row.next_attempt_at = now + delay(row.failures)
-        row.save(update_fields=["failures", "last_failure_at", "next_attempt_at"])
-    return None
+        # A check whose process died never gives its place back: places older than ``stale`` lapse.
+        pending = row.pending if row.pending_since is not None and row.pending_since > now - stale else 0
+        if pending >= max(free - failures, 1):
+            return BUSY
+        row.failures, row.pending, row.pending_since = failures, pending + 1, now
+        row.save(update_fields=["failures", "pending", "pending_since"])
+    return Reservation(True)
 
 
-def refund_login_attempt(address: str, delay: Delay) -> None:
-    """Take back one reserved failure: the password was right."""
+def finish_login_attempt(address: str, failed: bool, now: datetime, delay: Delay, forget: timedelta) -> None:
+    """Give back the place of a check that ended; a failure counts, and sets the next wait."""
     with transaction.atomic():
-        row = LoginThrottle.objects.select_for_update().filter(address=address).first()
-        if row is None or row.failures == 0:
-            return
-        row.failures -= 1
-        row.next_attempt_at = row.last_failure_at + delay(row.failures)
-        row.save(update_fields=["failures", "next_attempt_at"])
+        row = _locked_throttle(address)
+        row.pending = max(0, row.pending - 1)
+        if failed:
+            row.failures = (0 if row.last_failure_at <= now - forget else row.failures) + 1
+            row.last_failure_at = now
+            row.next_attempt_at = now + delay(row.failures)
+        row.save(update_fields=["pending", "failures", "last_failure_at", "next_attempt_at"])
 
 
 def forget_login_throttles(before: datetime) -> int:

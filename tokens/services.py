@@ -9,8 +9,10 @@ refused at once, listed as orphaned, and purged by ``manage.py purgetokens``.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
@@ -263,13 +265,31 @@ def authenticate_token(token: str) -> TokenRecord | None:
     return live_record(token_digest(token))
 
 
+# What live_record concluded about a token, kept while the stored record and the htpasswd snapshot
+# it came from are the very objects the repository and the htpasswd file return (each is read
+# again, after a stat per request, once its file changes), with its expiry as a number: a Bearer
+# request then builds no record and no datetime. The database repository returns a new record
+# each time, so with it this never hits.
+_Verdict = tuple[StoredToken, htpasswd.Snapshot, TokenRecord | None, float]
+_verdicts: dict[str, _Verdict] = {}
+_VERDICTS_MAX = 4096
+
+
 def live_record(digest: str) -> TokenRecord | None:
     """The record of the token with this SHA-256, unless it is revoked or expired or its owner left
     the htpasswd file (signed tokens issued for an API token are checked through here too)."""
     stored = repository().get(digest)
     if stored is None:
         return None
-    record = TokenRecord.from_stored(stored)
-    if record.expired or stored.owner not in htpasswd.current_file().snapshot().users:
+    users = htpasswd.current_file().snapshot()
+    verdict = _verdicts.get(digest)
+    if verdict is None or verdict[0] is not stored or verdict[1] is not users:
+        record = TokenRecord.from_stored(stored) if stored.owner in users.users else None
+        verdict = (stored, users, record, stored.expires_at.timestamp())
+        if len(_verdicts) >= _VERDICTS_MAX:
+            _verdicts.clear()
+        _verdicts[digest] = verdict
+    # In whole seconds, as TokenRecord.expired compares.
+    if verdict[2] is None or math.floor(time.time()) >= verdict[3]:
         return None
-    return record
+    return verdict[2]

@@ -5,25 +5,29 @@ reverse proxy, every client has the proxy's address), including out of revoking 
 So failures are counted per client address, whatever usernames it tries (password spraying is
 slowed as much as guessing one password): an address may fail ``[auth] login_failures`` times
 freely; then it must wait 60 s after its last failure, twice as long after each further one, up
-to ``[auth] login_backoff_max``. A right password from the address takes back only its own attempt,
-so that signing in to one's own account does not reset a guessing run. An address's failures are
+to ``[auth] login_backoff_max``. A right password from the address does not count, and resets
+nothing, so that signing in to one's own account does not reset a guessing run. An address's failures are
 forgotten after a day without one. An IPv6 client counts as its whole /64, which one host holds.
 
 Failures against one user from many addresses (a guessing attack spread over addresses) cannot be
 slowed without locking the user out, so they are noticed instead: logged, and counted in
 ``registry_auth_distributed_failures_total`` (tokens.login records it on the request).
 
-The count lives in the database, so every worker and replica shares it, and a password check is
-reserved before it runs (an atomic update of the address's row): 200 wrong guesses sent at once
-get exactly ``login_failures`` answers, the rest 429. The wait is checked before the success
-cache: otherwise a waiting guesser would learn which guess was right from the one answer that is
-not a 429.
+The count lives in the database, so every worker and replica shares it, and a password check
+takes a place before it runs (an atomic update of the address's row): an address may have as many
+checks running as failures it has left, so 200 wrong guesses sent at once get exactly
+``login_failures`` answers, the rest 429, while 200 right passwords sent at once all get in (the
+ones beyond the allowance wait for running checks to end instead of being refused). The wait is
+checked before the success cache: otherwise a waiting guesser would learn which guess was right
+from the one answer that is not a 429.
 """
 from __future__ import annotations
 
 import ipaddress
 import logging
 import math
+import random
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -40,6 +44,11 @@ FORGET_AFTER = timedelta(days=1)
 # A user failing from this many addresses within the window is under a spread-out attack.
 SPREAD_ADDRESSES = 5
 SPREAD_WINDOW = timedelta(minutes=10)
+# How long a login waits for checks of its address already running (a bcrypt run takes up to a
+# few hundred milliseconds), how often it looks, and when a place held by a dead process lapses.
+QUEUE_WAIT = 10.0
+QUEUE_POLL = 0.05
+PENDING_LAPSE = timedelta(seconds=30)
 
 
 class Throttled(Exception):
@@ -99,13 +108,34 @@ def verify_password(username: str, password: str, address: str) -> Login:
         raise _wait(until, now)
     if htpasswd.recently_verified(username, password):
         return Login(ok=True)  # no bcrypt run to reserve: the common case of a push's requests
-    until = queries.reserve_login_attempt(key, now, delay, _forget_after())
-    if until is not None:
-        raise _wait(until, now)
-    if htpasswd.check_password(username, password):
-        queries.refund_login_attempt(key, delay)
+    _reserve(key)
+    try:
+        ok = htpasswd.check_password(username, password)
+    except BaseException:  # the check's place is given back without counting as a failure
+        queries.finish_login_attempt(key, False, timezone.now(), delay, _forget_after())
+        raise
+    queries.finish_login_attempt(key, not ok, timezone.now(), delay, _forget_after())
+    if ok:
         return Login(ok=True)
     return Login(ok=False, distributed=_record_failure(username, key, now))
+
+
+def _reserve(key: str) -> None:
+    """Wait for a place among the address's running checks, briefly: concurrent logins from one
+    address (a CI runner's parallel pushes) queue behind each other's bcrypt runs, and are refused
+    only when the address must wait or the queue does not move."""
+    deadline = time.monotonic() + QUEUE_WAIT
+    while True:
+        now = timezone.now()
+        reservation = queries.reserve_login_attempt(key, now, settings.AUTH_LOGIN_FAILURES, _forget_after(),
+                                                    PENDING_LAPSE)
+        if reservation.allowed:
+            return
+        if reservation.until is not None:
+            raise _wait(reservation.until, now)
+        if time.monotonic() >= deadline:
+            raise Throttled(1)
+        time.sleep(QUEUE_POLL * (0.5 + random.random()))
 
 
 def _record_failure(username: str, key: str, now: datetime) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from ops.ui import account, views
+from ops.ui import account, notifications, views
 
 app_name = "ui"
 NAME = r"(?P<name>[a-z0-9][^?#]*?)"
@@ -20,5 +20,6 @@ urlpatterns = [
     path("sign-out", account.sign_out, name="sign-out"),
     path("tokens/", account.tokens, name="tokens"),
     path("tokens/revoke", account.revoke, name="revoke"),
+    path("notifications/", notifications.endpoints, name="notifications"),
     re_path(r"^(?P<rest>.*)$", views.unknown_page, name="unknown"),
 ]

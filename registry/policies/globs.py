@@ -2,8 +2,9 @@
 
 A glob matches a whole repository name: ``*`` is any run of characters within one path component,
 ``**`` any run across components, ``?`` one character other than ``/``, ``[a-c]`` and ``[!a-c]``
-one character of (or not of) a set; everything else is literal. So ``team/*`` holds ``team/app``
-but not ``team/app/debug``, which ``team/**`` holds too.
+one character (never ``/``) of or not of a set; everything else is literal. So ``team/*`` holds
+``team/app`` but not ``team/app/debug``, which ``team/**`` holds too. The governance rules and the
+[[notifications]] endpoints read ``repositories`` with this one function.
 
 The regular expression a glob becomes is written in the subset that Python's ``re`` and
 PostgreSQL's ``~`` read alike, so the database can select the repositories of a rule.
@@ -32,6 +33,10 @@ def glob_regex(glob: str) -> str:
     if bad:
         raise ValueError(f"{''.join(bad)!r} cannot occur in a repository name (lower case letters, "
                          "digits, . _ - and /)")
+    if glob.startswith("/") or glob.endswith("/") or "//" in glob:
+        raise ValueError("a repository name has no empty component (no leading, trailing or double /)")
+    if "***" in glob:
+        raise ValueError("*** means nothing: * within a component, ** across them")
     out, i = ["^"], 0
     while i < len(glob):
         char = glob[i]
@@ -51,9 +56,11 @@ def glob_regex(glob: str) -> str:
             body = glob[i + 1:end]
             negate = body.startswith("!")
             body = body[1:] if negate else body
-            if not body or any(c in _GLOB_CHARS for c in body) or body.startswith("-") or body.endswith("-"):
-                raise ValueError(f"bad character set {glob[i:end + 1]!r}")
-            out.append(f"[{'^' if negate else ''}{body}]")
+            if (not body or any(c in _GLOB_CHARS or c == "/" for c in body)
+                    or body.startswith("-") or body.endswith("-")):
+                raise ValueError(f"bad character set {glob[i:end + 1]!r} (a set is of characters other than /)")
+            # A set matches one character within a component, as ? does: a negated one never /.
+            out.append(f"[^/{body}]" if negate else f"[{body}]")
             i = end + 1
         elif char in "]!":
             raise ValueError(f"unexpected {char!r} at position {i + 1}")

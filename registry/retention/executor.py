@@ -5,6 +5,11 @@ Retention removes tags only. The manifests that are then left to go, and the blo
 are removed by the garbage collector (services.gc asks ``collectable``), with its usual re-checks
 under the digest locks. A tag is removed only if it is as it was planned, checked under its row
 lock: moved by a push, or its image pulled, since the plan, it stays.
+
+A tag removed by a rule is a delete its users see (a ``docker pull`` of it fails from then on), so
+each removal writes a ``delete`` event for [[notifications]] in its transaction, by the actor
+"retention", as a tag DELETE does; the collector's removals that follow write none, as in CNCF
+distribution.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from typing import Callable
 from django.db import transaction
 from django.utils import timezone
 
+from notifications import context, outbox
 from registry import queries as q
 from registry.policies.rules import current
 from registry.retention import planner
@@ -69,11 +75,19 @@ def collectable(repository_id: int, name: str, now: datetime | None = None) -> d
                                now or timezone.now())
 
 
+ACTOR = "retention"  # who the delete events of removed tags name
+
+
 def run(dry_run: bool = False, report: Report = _silent, now: datetime | None = None) -> Outcome:
+    if not current().retention:
+        return Outcome()
+    with context.acting_as(ACTOR):
+        return _run(dry_run, report, now)
+
+
+def _run(dry_run: bool, report: Report, now: datetime | None) -> Outcome:
     policies = current()
     outcome = Outcome()
-    if not policies.retention:
-        return outcome
     for repository in q.all_repositories():
         repository_id, name = repository.id, repository.name
         rule = policies.retention_for(name)
@@ -84,7 +98,7 @@ def run(dry_run: bool = False, report: Report = _silent, now: datetime | None = 
         if not plan.tags and not plan.manifests:
             continue
         outcome.repositories += 1
-        removed = {r.tag.id for r in plan.tags} if dry_run else _remove_tags(plan.tags)
+        removed = {r.tag.id for r in plan.tags} if dry_run else _remove_tags(name, plan.tags)
         for removal in plan.tags:
             if removal.tag.id in removed:
                 verb = "would remove" if dry_run else "removed"
@@ -102,13 +116,15 @@ def run(dry_run: bool = False, report: Report = _silent, now: datetime | None = 
     return outcome
 
 
-def _remove_tags(removals: list[planner.TagRemoval]) -> set[int]:
+def _remove_tags(name: str, removals: list[planner.TagRemoval]) -> set[int]:
     removed: set[int] = set()
     for chunk in sweep.chunks(removals):
         planned = {r.tag.id: (r.tag.manifest_id, r.tag.pushed_at, r.last_pulled_at) for r in chunk}
+        names = {r.tag.id: r.tag.name for r in chunk}
         with transaction.atomic():
             unchanged = [tag_id for tag_id, *state in q.tags_for_removal(list(planned))
                          if tuple(state) == planned[tag_id]]
             q.delete_tags_by_id(unchanged)
+            outbox.tags_deleted(name, [names[tag_id] for tag_id in unchanged])
         removed.update(unchanged)
     return removed

@@ -7,6 +7,7 @@ from typing import BinaryIO, Callable
 from django.db import transaction
 from django.utils import timezone
 
+from notifications import outbox
 from registry import queries
 from registry.digests import Digest
 from registry.policies import quotas
@@ -127,9 +128,12 @@ def mount(
     if candidate is None:
         return None
     try:
-        return link(ensure_repository(name).id, name, digest, candidate.size, driver)
+        with transaction.atomic():
+            info = link(ensure_repository(name).id, name, digest, candidate.size, driver)
+            outbox.blob_mounted(name, info.digest, info.size, candidate.repository)
     except BlobUnknown:  # the data is gone (collected, or lost): the client uploads it instead
         return None
+    return info
 
 
 def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
@@ -141,7 +145,9 @@ def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
         repository = get_repository(name)
     except NameUnknown:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)}) from None
-    with quotas.releasing(lambda: queries.quota_links_of_digest(str(digest), repository.id)):
+    with transaction.atomic(), quotas.releasing(lambda: queries.quota_links_of_digest(str(digest), repository.id)):
         deleted = queries.unlink_blob(repository.id, str(digest))
+        if deleted:
+            outbox.blob_deleted(name, str(digest))
     if not deleted:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)})

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from notifications import outbox
 from registry import queries
 from registry.digests import Digest, is_digest_like
 from registry.policies import immutable, pulls
@@ -88,6 +89,7 @@ def put(
                 manifest_id = _store(repository, str(digest), body, parsed)
                 movable = immutable.guard(repository, manifest_id, list(dict.fromkeys(tags)))
                 queries.point_tags(repository.id, manifest_id, movable, timezone.now())
+                outbox.manifest_pushed(name, str(digest), parsed.media_type, len(body), list(dict.fromkeys(tags)))
             break
         except IntegrityError:
             continue  # a concurrent push of the same manifest or tag won: retry against its rows
@@ -157,7 +159,11 @@ def delete(name: str, reference: str, delete_enabled: bool) -> None:
         immutable.check_delete(repository, tag, str(by_digest) if by_digest else None)
         if by_digest is not None:
             deleted = queries.delete_manifest(repository.id, str(by_digest))
+            if deleted:
+                outbox.manifest_deleted(name, str(by_digest))
         else:
             deleted = queries.delete_tag(repository.id, str(tag))
+            if deleted:
+                outbox.tag_deleted(name, str(tag))
     if not deleted:
         raise ManifestUnknown(f"manifest {reference!r} unknown to repository {name!r}")

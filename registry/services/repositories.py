@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db import transaction
 
+from notifications import outbox
 from registry import queries
 from registry.policies import immutable, quotas
 from registry.services.common import get_repository
@@ -37,6 +38,7 @@ def delete_repository(name: str, driver: StorageDriver | None = None) -> Deleted
         immutable.check_repository_delete(repository)
         with quotas.releasing(lambda: queries.quota_links_in_repository(repository.id)):
             removed = queries.delete_repository(repository.id)
+        outbox.repository_deleted(name)
     _remove_upload_data(removed.sessions, driver or default_driver())
     return DeletedRepository(name, removed.tags, removed.manifests, removed.blob_links, len(removed.sessions))
 

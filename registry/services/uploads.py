@@ -27,6 +27,7 @@ from typing import Any, Iterator, Protocol
 from django.db import transaction
 from django.utils import timezone
 
+from notifications import outbox
 from registry import hashing, queries
 from registry.digests import Digest, InvalidDigest, new_hasher
 from registry.policies import quotas
@@ -393,6 +394,7 @@ def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id:
         with transaction.atomic():
             info = blobs.link(repository_id, name, digest, size, drv, source=paths.upload_data(upload_id))
             queries.delete_session(upload_id)
+            outbox.blob_pushed(name, info.digest, info.size)
     except QuotaExceeded:
         _discard(upload_id, {}, drv)  # refused for good: the client must not resume it
         raise

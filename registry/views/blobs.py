@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import FileResponse, HttpRequest, HttpResponseBase
 
+from notifications import outbox
 from registry import proxy
 from registry.http import RangeFile, Unsatisfiable, parse_range
 from registry.services import blobs
@@ -39,6 +40,7 @@ def blob(request: HttpRequest, name: str, digest: str) -> HttpResponseBase:
     located = blobs.location(name, digest) if fetching is None else None
     if located is not None:
         url, info = located
+        outbox.blob_pulled(name, info.digest, info.size)
         response = empty(307, Location=url)
         _headers(response, info)
         response["Cache-Control"] = "no-store"  # the URL expires; the digest does not
@@ -59,6 +61,7 @@ def blob(request: HttpRequest, name: str, digest: str) -> HttpResponseBase:
         response["Content-Length"] = str(end - start + 1)
         response["Content-Range"] = f"bytes {start}-{end}/{info.size}"
     response.block_size = BLOCK_SIZE
+    outbox.blob_pulled(name, info.digest, info.size)
     # FileResponse names the file ("data"); a blob is not a download with a meaningful name.
     response.headers.pop("Content-Disposition", None)
     _headers(response, info)

@@ -4,7 +4,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from notifications import outbox
 from registry import proxy
+from registry.digests import is_digest_like
 from registry.http import request_body
 from registry.services import manifests
 from registry.services.exceptions import ManifestTooLarge, SizeInvalid
@@ -55,6 +57,9 @@ def manifest(request: HttpRequest, name: str, reference: str) -> HttpResponse:
         response = empty(304)
     else:
         response = HttpResponse(stored.body or b"", content_type=stored.media_type)
+        if request.method == "GET":
+            outbox.manifest_pulled(name, stored.digest, stored.media_type, stored.size,
+                                   "" if is_digest_like(reference) else reference)
     response["Content-Type"] = stored.media_type
     response["Content-Length"] = str(stored.size)
     response["Docker-Content-Digest"] = stored.digest

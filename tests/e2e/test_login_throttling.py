@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+import bcrypt
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -63,6 +64,22 @@ def test_two_hundred_guesses_at_once_get_exactly_ten_checked(registry_with_users
     assert statuses.count(401) == 10, {s: statuses.count(s) for s in set(statuses)}
     assert statuses.count(429) == 190
     assert metric(http, "registry_auth_attempts_total", mechanism="password", outcome="failure") == 10
+
+
+def test_right_passwords_sent_at_once_from_one_address_all_get_in(start_registry, tmp_path: Path) -> None:
+    # A CI runner pushing several images in parallel: more password checks at once than the
+    # address's allowance of failures. At bcrypt cost 10 the checks overlap, so before checks in
+    # flight were told apart from failures, the eleventh onwards answered 429.
+    (tmp_path / "server").mkdir(exist_ok=True)
+    hashed = bcrypt.hashpw(b"wonderland", bcrypt.gensalt(rounds=10)).decode()
+    (tmp_path / "server" / "users.htpasswd").write_text(f"alice:{hashed}\n")
+    server = start_registry(SVC_AUTH_ENABLED="true")
+    http = Client(server.host)
+    with ThreadPoolExecutor(max_workers=40) as pool:
+        replies = list(pool.map(lambda _: token_api(http, ALICE, path="/api/tokens/list"), range(40)))
+    assert [r.status for r in replies] == [200] * 40, [r.body[:200] for r in replies if r.status != 200]
+    catalog = http.request("GET", "/v2/_catalog", headers={"Authorization": basic("alice", "wonderland")})
+    assert catalog.status == 200
 
 
 def test_an_attacker_cannot_keep_alice_out(registry_with_users) -> None:
