@@ -15,6 +15,7 @@ works on SQLite too. A holder that dies loses the lease when it runs out (LEASE_
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import threading
 import uuid
@@ -27,6 +28,8 @@ from typing import Any, Iterator, Protocol
 from registry.storage import paths
 
 MAX_NOTE_BYTES = 4096
+
+log = logging.getLogger(__name__)
 
 
 class LockHeld(Exception):
@@ -145,7 +148,17 @@ class DatabaseLocks:
 
         try:
             while not done.wait(self.lease.total_seconds() / 3):
-                queries.renew_lease(name, owner, timezone.now() + self.lease)
+                try:
+                    renewed = queries.renew_lease(name, owner, timezone.now() + self.lease)
+                except Exception:
+                    # A database blip must not end the renewals: the next attempt may still be in
+                    # time, and if the lease runs out meanwhile another replica may take it over.
+                    log.warning("lock %s: renewing its lease failed; retrying", name, exc_info=True)
+                    connection.close()
+                    continue
+                if not renewed:
+                    log.warning("lock %s: its lease ran out and another holder may have it", name)
+                    return
         finally:
             connection.close()  # this thread's own connection
 

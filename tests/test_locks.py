@@ -125,3 +125,29 @@ def test_the_s3_backend_locks_in_the_database(settings) -> None:
     default_locks.cache_clear()
     assert isinstance(default_locks(), DatabaseLocks)
     default_locks.cache_clear()
+
+
+def test_a_failed_renewal_is_logged_and_retried_and_the_lease_kept(monkeypatch, caplog) -> None:
+    from django.db import OperationalError
+
+    from registry import queries
+
+    real, calls = queries.renew_lease, []
+
+    def flaky(*args):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        if len(calls) == 1:
+            raise OperationalError("the database went away for a moment")
+        return real(*args)
+
+    monkeypatch.setattr(queries, "renew_lease", flaky)
+    locks = DatabaseLocks(lease_seconds=0.6)
+    with caplog.at_level("WARNING", logger="registry.locks"):
+        with locks.hold("job") as held:
+            threading.Event().wait(1.0)  # three renewals due; the first fails
+            held.set_note("still mine")  # raises LockHeld had the lease run out
+            with pytest.raises(LockHeld):
+                with DatabaseLocks().hold("job"):
+                    pass
+    assert len(calls) >= 2
+    assert "lock job: renewing its lease failed; retrying" in caplog.messages

@@ -9,7 +9,9 @@ import pytest
 from django.test import Client
 
 from ops import openapi
+from tests.support.auth import auth_on, auth_paths, basic, write_htpasswd  # noqa: F401  (fixtures)
 from tests.support.registry_client import push_blob, push_image
+from tokens import services
 
 pytestmark = pytest.mark.django_db
 
@@ -50,3 +52,17 @@ def test_its_examples_match_what_the_registry_answers(client: Client, settings) 
             jsonschema.validate(instance, envelope)
         assert set(body["errors"][0]) == set(example["errors"][0]) == {"code", "message", "detail"}
         assert set(body["errors"][0]["detail"]) <= set(example["errors"][0]["detail"])
+
+
+def test_its_role_example_is_what_a_read_token_gets_for_a_push(client: Client, auth_on) -> None:  # noqa: F811
+    read = services.create_token("alice", "read")
+    response = client.post("/v2/team/app/blobs/uploads/", HTTP_AUTHORIZATION=basic("token", read.token))
+    assert response.status_code == 403
+    document = openapi.document()
+    for name in ("DeniedOrImmutable", "DeniedOrQuota"):
+        content = _resolve(document, {"$ref": f"#/components/responses/{name}"})["content"]["application/json"]
+        assert content["schema"] == {"$ref": "#/components/schemas/ErrorEnvelope"}
+        example = content["examples"]["role"]["value"]
+        assert set(example) == set(response.json()) == {"errors"}
+        assert example["errors"][0]["message"].replace("3f9a1c0e5b7d2a64", read.hash_prefix) == \
+            response.json()["errors"][0]["message"]

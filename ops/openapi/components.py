@@ -39,12 +39,11 @@ def response(description: str, schema: Spec | None = None, example: Any = None,
 
 
 def _denied_or(description: str, policy_example: Any) -> Spec:
-    """A 403 from the authentication layer (AuthError) or from a governance rule (the envelope)."""
-    schema = {"anyOf": [ref("schemas", "AuthError"), ref("schemas", "ErrorEnvelope")]}
-    role = {"error": "insufficient role: token 3f9a1c0e5b7d2a64 has role read, push needs write",
-            "errors": [{"code": "DENIED", "message": "requested access to the resource is denied"}]}
+    """A 403 from the credentials' role or from a governance rule: both the OCI envelope."""
+    role = {"errors": [{"code": "DENIED", "message": "token 3f9a1c0e5b7d2a64 has role read; push needs write"}]}
     examples = {"role": {"value": role}, "policy": {"value": policy_example}}
-    return {"description": description, "content": {JSON: {"schema": schema, "examples": examples}}}
+    return {"description": description,
+            "content": {JSON: {"schema": ref("schemas", "ErrorEnvelope"), "examples": examples}}}
 
 
 def error_codes() -> list[str]:
