@@ -33,8 +33,7 @@ def bearer_registry(start_registry: Callable[..., RegistryServer], tmp_path: Pat
 
 def token_requests(server: RegistryServer) -> list[dict[str, Any]]:
     """The request log's lines for /auth/token: proof that a client took the token flow."""
-    lines = [json.loads(line) for line in server.log_path.read_text().splitlines() if line.startswith("{")]
-    return [line for line in lines if line.get("path") == "/auth/token"]
+    return server.request_lines("/auth/token")
 
 
 def signed_token(server: RegistryServer, scope: str, authorization: str) -> str:
