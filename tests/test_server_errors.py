@@ -11,6 +11,7 @@ from django.test import Client
 
 from registry.services import manifests
 from registry.storage.driver import StorageError
+from regsite.logs import JsonLines
 from tests.support.auth import auth_on, auth_paths, basic  # noqa: F401  (fixtures)
 from tokens import middleware
 
@@ -42,11 +43,23 @@ def test_a_failing_view_answers_in_the_oci_envelope(client, monkeypatch, caplog,
     assert (response.get("Retry-After") == "1") is (status == 503)
 
 
-def test_a_failure_outside_the_views_is_json_too(client, monkeypatch, auth_on) -> None:
+@pytest.mark.parametrize("supplied", [{"HTTP_X_REQUEST_ID": "req-456"}, {}], ids=["client's id", "own id"])
+def test_a_failure_outside_the_views_is_json_too(client, monkeypatch, caplog, auth_on, supplied) -> None:
     def fail(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the middleware broke")
 
     monkeypatch.setattr(middleware, "authenticate", fail)
-    response = client.get("/v2/_catalog", HTTP_AUTHORIZATION=basic("alice", "wonderland"))
+    caplog.handler.setFormatter(JsonLines())  # as the server writes them, while the request is served
+    with caplog.at_level(logging.ERROR):
+        response = client.get("/v2/_catalog", HTTP_AUTHORIZATION=basic("alice", "wonderland"), **supplied)
     assert response.status_code == 500
-    assert json.loads(response.content)["errors"][0]["code"] == "UNKNOWN"
+    error = json.loads(response.content)["errors"][0]
+    request_id = response["X-Request-ID"]
+    assert request_id == supplied.get("HTTP_X_REQUEST_ID", request_id)
+    assert error["code"] == "UNKNOWN" and error["message"] == f"internal server error; request id {request_id}"
+    # Logged with its traceback, and every line it wrote names the request as the response does.
+    lines = [json.loads(line) for line in caplog.text.splitlines()]
+    failed = [line for line in lines if line["logger"] == "registry.errors"]
+    assert len(failed) == 1 and "the middleware broke" in failed[0]["traceback"], lines
+    assert request_id in failed[0]["message"]
+    assert [line.get("request_id") for line in lines] == [request_id] * len(lines), lines

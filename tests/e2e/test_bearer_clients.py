@@ -1,6 +1,7 @@
 """Docker's token flow end to end ([auth] challenge = "bearer"): docker, podman and skopeo log in,
 fetch signed tokens from /auth/token and push and pull; skopeo's --registry-token takes an API token
-or a signed token; docker keeps a refresh token (identitytoken) instead of the password."""
+or a signed token; docker keeps a refresh token (identitytoken) instead of the password; docker and
+podman logged in with a read token show why its push is refused."""
 from __future__ import annotations
 
 import base64
@@ -33,8 +34,7 @@ def bearer_registry(start_registry: Callable[..., RegistryServer], tmp_path: Pat
 
 def token_requests(server: RegistryServer) -> list[dict[str, Any]]:
     """The request log's lines for /auth/token: proof that a client took the token flow."""
-    lines = [json.loads(line) for line in server.log_path.read_text().splitlines() if line.startswith("{")]
-    return [line for line in lines if line.get("path") == "/auth/token"]
+    return server.request_lines("/auth/token")
 
 
 def signed_token(server: RegistryServer, scope: str, authorization: str) -> str:
@@ -119,6 +119,27 @@ def test_podman_logs_in_pulls_and_pushes(podman, bearer_registry, skopeo: Skopeo
     podman("rmi", f"{host}/team/copy:v2", f"{host}/team/app:v1")
     podman("pull", "--tls-verify=false", f"{host}/team/copy:v2")
     assert len(token_requests(bearer_registry)) > before
+
+
+def test_podman_with_a_read_token_pulls_and_is_told_why_it_may_not_push(
+        podman, bearer_registry, skopeo: Skopeo, tmp_path: Path) -> None:
+    host = bearer_registry.host
+    image = build_image(tmp_path / "src", layers=1)
+    skopeo.run("copy", "--dest-tls-verify=false", "--dest-creds", "alice:wonderland",
+               f"oci:{image.layout}:v1", f"docker://{host}/team/app:v1")
+    read = bearer_registry.manage("createtoken", "--username", "alice", "--role", "read").stdout.strip()
+    before = len(token_requests(bearer_registry))
+
+    podman("login", "--tls-verify=false", "-u", "token", "--password-stdin", host, input=read)
+    podman("pull", "--tls-verify=false", f"{host}/team/app:v1")
+    podman("tag", f"{host}/team/app:v1", f"{host}/team/app:pushed-with-read")
+    refused = podman("push", "--tls-verify=false", f"{host}/team/app:pushed-with-read", check=False)
+    assert refused.returncode != 0
+    assert "has role read; push needs write" in refused.stderr, refused.stderr  # the envelope's message
+    assert len(token_requests(bearer_registry)) > before  # the token flow, not Basic
+    tags = json.loads(skopeo.run("list-tags", "--tls-verify=false", "--creds", "alice:wonderland",
+                                 f"docker://{host}/team/app").stdout)["Tags"]
+    assert tags == ["v1"]
 
 
 def test_skopeo_logs_in_with_creds_and_with_registry_tokens(bearer_registry, skopeo: Skopeo, tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 """The ORAS Python SDK with its default auth backend (the token flow) and authentication on: it
 logs in, pushes an artifact, pushes an SBOM whose subject is that artifact, finds the SBOM through
-the referrers API and pulls both back byte for byte."""
+the referrers API and pulls both back byte for byte. Basic credentials are accepted under the
+bearer challenge too, so the test holds oras to the token flow: every authenticated request it made
+carried a token signed by /auth/token."""
 from __future__ import annotations
 
 import json
@@ -70,3 +72,13 @@ def test_oras_pushes_an_artifact_with_a_subject_and_finds_it_as_a_referrer(
     assert [Path(f).read_bytes() for f in files] == [Path("sbom.spdx.json").read_bytes()]
     files = reader.pull(target=f"{host}/team/artifacts:v1", outdir=str(out))
     assert [Path(f).read_bytes() for f in files] == [Path("artifact.txt").read_bytes()]
+
+    # Both clients went to the realm with their credentials (alice's password, the API token)...
+    grants = bearer_registry.request_lines("/auth/token")
+    assert [(g["method"], g["status"], g["user_agent"]) for g in grants] == [("GET", 200, "oras-py")] * 2, grants
+    checked = {mechanism: bearer_registry.metric("registry_auth_attempts_total", mechanism=mechanism)
+               for mechanism in ("basic", "token", "bearer", "signed")}
+    assert checked["basic"] == 1 and checked["token"] == 1 and checked["bearer"] == 0, checked
+    # ...and sent only the signed tokens they got to /v2/: a request with credentials is one with a principal.
+    registry_calls = [line for line in bearer_registry.request_lines() if line["path"].startswith("/v2/team/")]
+    assert checked["signed"] == sum(line["principal"] is not None for line in registry_calls) >= 15, checked

@@ -71,6 +71,22 @@ class RegistryServer:
         entries = [json.loads(line) for line in self.log_path.read_text().splitlines()]
         return [e for e in entries if logger is None or e["logger"] == logger]
 
+    def request_lines(self, path: str | None = None) -> list[dict[str, Any]]:
+        """The request log's lines (ops.middleware), only those for ``path`` when given: what the
+        clients asked for, with the status and the principal that answered."""
+        lines = [json.loads(line) for line in self.log_path.read_text().splitlines() if line.startswith("{")]
+        return [line for line in lines if line["logger"] == "ops.requests"
+                and (path is None or line.get("path") == path)]
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum over ``/metrics`` of the samples named ``name`` that carry ``labels``."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as response:
+            text = response.read().decode()
+        return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+                   if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()))
+
     def manage(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``manage.py`` against this server's configuration."""
         return subprocess.run(
