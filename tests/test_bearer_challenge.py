@@ -171,3 +171,16 @@ def test_api_tokens_still_work_as_bearer(client, bearer_on) -> None:
 
 def test_basic_stays_the_default(client, auth_on) -> None:
     assert client.get("/v2/_catalog")["WWW-Authenticate"] == 'Basic realm="svc-registry"'
+
+
+def test_a_refused_bearer_token_is_named_invalid_in_the_challenge(client, bearer_on) -> None:
+    created = services.create_token("alice", "write")
+    token = signed(client, "repository:team/app:pull", bearer(created.token))
+    services.revoke_token("alice", created.hash_prefix)
+    for authorization in (bearer(token), bearer(created.token)):  # a signed token, an API token
+        response = client.get("/v2/team/app/tags/list", HTTP_AUTHORIZATION=authorization)
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"] == f'{REALM},scope="repository:team/app:pull,push",error="invalid_token"'
+    wrong = client.get("/v2/team/app/tags/list", HTTP_AUTHORIZATION=basic("alice", "wrong"))
+    assert wrong.status_code == 401
+    assert wrong["WWW-Authenticate"] == f'{REALM},scope="repository:team/app:pull,push"'

@@ -186,7 +186,10 @@ class AuthenticationMiddleware:
             request.principal = principal = authenticate(request)
         except BadCredentials as exc:
             request.auth_attempt = AuthAttempt(exc.mechanism, Outcome.FAILURE)
-            return unauthorized(request, str(exc))
+            # RFC 6750 3.1: a Bearer token refused (expired, revoked, not ours) says so, so that a
+            # client drops it and asks the realm for a new one rather than retrying it.
+            bad_bearer = exc.mechanism in (Mechanism.BEARER_TOKEN, Mechanism.SIGNED_TOKEN)
+            return unauthorized(request, str(exc), error="invalid_token" if bad_bearer else None)
         except Throttled as exc:
             return throttled(request, exc.retry_after)
         if principal.is_authenticated and request.auth_attempt is None:
