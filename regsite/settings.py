@@ -50,6 +50,8 @@ MIDDLEWARE = [
     # Before authentication: a mirror's ?ns= or /<prefix>/v2/ path is rewritten to the name it means.
     "registry.proxy.routing.ProxyRoutingMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
+    # After authentication: only a client who may write learns that a namespace is a cache of what.
+    "registry.proxy.routing.ReadOnlyNamespaceMiddleware",
     # After authentication: the events a request causes name its principal.
     "notifications.middleware.EventContextMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",

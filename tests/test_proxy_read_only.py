@@ -69,7 +69,16 @@ def test_pulls_need_the_read_role_with_auth_on(client, auth_on, cached) -> None:
     assert client.get("/v2/hub/library/alpine/manifests/v1", headers=reader).status_code == 200
     assert client.get("/v2/hub/library/alpine/manifests/v1", headers={
         **accept, "Authorization": basic("alice", "wonderland")}).status_code == 200
-    # Nobody deletes here: not a reader, not an admin.
-    refused(client.delete("/v2/hub/library/alpine/manifests/v1", headers=reader))
+    # Nobody deletes here: not a reader (whose role says no first), not an admin.
+    denied = client.delete("/v2/hub/library/alpine/manifests/v1", headers=reader)
+    assert denied.status_code == 403 and json.loads(denied.content)["errors"][0]["code"] == "DENIED"
     admin = {"Authorization": bearer(services.create_token("alice", "admin").token)}
     refused(client.delete("/v2/hub/library/alpine/manifests/v1", headers=admin))
+
+
+def test_an_anonymous_write_is_asked_for_credentials_and_learns_nothing_of_the_upstream(
+        client, auth_on, upstream, cached) -> None:  # noqa: F811
+    for response in (client.post("/v2/hub/library/alpine/blobs/uploads/"),
+                     client.delete("/v2/hub/library/alpine/manifests/v1")):
+        assert response.status_code == 401
+        assert upstream.url.split("://")[1] not in response.content.decode()

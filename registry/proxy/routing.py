@@ -58,6 +58,17 @@ class ProxyRoutingMiddleware:
             response["OCI-Namespace"] = ns
         return response
 
+
+class ReadOnlyNamespaceMiddleware:
+    """Refuses writes into a cache's namespace; listed after authentication, so that a client who
+    may not write at all is told that first, and only one who may learns which upstream this is."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
     def process_view(self, request: HttpRequest, view_func: Callable[..., Any], view_args: tuple[Any, ...],
                      view_kwargs: dict[str, Any]) -> HttpResponse | None:
         name = view_kwargs.get("name")
