@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from registry.models import Repository
+from tests.support.auth import auth_on, auth_paths, basic, bearer, write_htpasswd  # noqa: F401  (fixtures)
 from tests.support.proxy_fixtures import fresh_upstream_state, mirror, proxy_entry, start_upstream, upstream  # noqa: F401
 from tests.support.registry_client import body_of, error_code
 from tests.support.upstreams import OCI_MANIFEST, push_image
@@ -65,3 +66,21 @@ def test_writes_through_ns_are_refused_too(client, upstream, mirror) -> None:
     mirror()
     response = client.put("/v2/library/alpine/manifests/v1?ns=docker.io", b"{}", content_type=OCI_MANIFEST)
     assert response.status_code == 405 and error_code(response) == "UNSUPPORTED"
+
+
+def test_a_docker_engine_token_for_its_own_name_pulls_through_the_mirror_path(client, settings, auth_on, upstream,
+                                                                              mirror) -> None:  # noqa: F811
+    """Docker asks the realm for the name it knows (library/alpine), whatever scope the challenge
+    names: through /hub/v2/ such a token covers hub/library/alpine; through /v2/hub/ it does not."""
+    settings.AUTH_CHALLENGE = "bearer"
+    mirror()
+    pushed = push_image(upstream.url, "library/alpine", "latest", layers=1)
+    issued = client.get("/auth/token", {"scope": "repository:library/alpine:pull", "service": "svc-registry"},
+                        HTTP_AUTHORIZATION=basic("alice", "wonderland"))
+    assert issued.status_code == 200, issued.content
+    docker = {**ACCEPT, "Authorization": bearer(issued.json()["token"])}
+    response = client.get("/hub/v2/library/alpine/manifests/latest", headers=docker)
+    assert response.status_code == 200 and response["Docker-Content-Digest"] == pushed.digest
+    digest, data = next(iter(pushed.blobs.items()))
+    assert body_of(client.get(f"/hub/v2/library/alpine/blobs/{digest}", headers=docker)) == data
+    assert client.get("/v2/hub/library/alpine/manifests/latest", headers=docker).status_code == 401

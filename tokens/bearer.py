@@ -270,12 +270,24 @@ def required_scopes(url_name: str | None, kwargs: Mapping[str, Any], action: Act
 
 
 def missing_scopes(principal: Principal, url_name: str | None, kwargs: Mapping[str, Any], action: Action,
-                   query: Mapping[str, str]) -> list[Scope]:
-    """The scopes a signed token lacks for this request (none for other credentials)."""
+                   query: Mapping[str, str], mirror_prefix: str = "") -> list[Scope]:
+    """The scopes a signed token lacks for this request (none for other credentials).
+
+    ``mirror_prefix``: the request came as ``/<prefix>/v2/<name>/...`` (a Docker Engine mirror),
+    whose client asks for <name> as it knows it; a token for that name covers ``<prefix>/<name>``.
+    The role, not the scope, is what limits a caller, so naming the repository either way grants
+    nothing more."""
     if not isinstance(principal, ScopedPrincipal):
         return []
     needed = required_scopes(url_name, kwargs, action, query)
-    return needed if any(not principal.grants(scope) for scope in needed) else []
+    return needed if any(not principal.grants(scope) and not principal.grants(_unprefixed(scope, mirror_prefix))
+                         for scope in needed) else []
+
+
+def _unprefixed(scope: Scope, prefix: str) -> Scope:
+    if prefix and scope.type == "repository" and scope.name.startswith(prefix + "/"):
+        return Scope(scope.type, scope.name[len(prefix) + 1:], scope.actions)
+    return scope
 
 
 def _challenged(scope: Scope) -> Scope:

@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import ResolverMatch
 
 from registry import errors
+from registry.proxy.routing import MIRROR_PATH_PREFIX
 from tokens import bearer, services
 from tokens.access import REQUIRED_ROLE, Access, Action, access_of, action_for
 from tokens.login import password_login
@@ -206,7 +207,7 @@ class AuthenticationMiddleware:
         if not isinstance(principal, bearer.ScopedPrincipal):
             return None
         missing = bearer.missing_scopes(principal, route, match.kwargs if match is not None else {}, action,
-                                        request.GET)
+                                        request.GET, request.META.get(MIRROR_PATH_PREFIX, ""))
         if missing:
             return unauthorized(request, "the token's scope does not cover this request",
                                 scopes=missing, error="insufficient_scope")

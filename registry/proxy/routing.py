@@ -22,6 +22,9 @@ from registry.services.exceptions import ReadOnlyNamespace
 from tokens.access import Action, action_for
 
 _NAME_ROUTES = ("/manifests/", "/blobs/", "/tags/list", "/referrers/")
+# Set on a request that came as /<prefix>/v2/<name>/...: Docker Engine asks the token endpoint for
+# <name> as it knows it (library/alpine), not for the local name the path is rewritten to.
+MIRROR_PATH_PREFIX = "registry.mirror_path_prefix"
 
 
 def _rewrite(request: HttpRequest) -> str:
@@ -41,6 +44,7 @@ def _rewrite(request: HttpRequest) -> str:
             request.path_info = "/v2/"
         elif path.startswith(base + "/"):
             request.path_info = f"/v2/{mirror.prefix}/{path[len(base) + 1:]}"
+            request.META[MIRROR_PATH_PREFIX] = mirror.prefix
         else:
             continue
         break
