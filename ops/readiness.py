@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from registry.models import Repository
+from registry import queries
 from registry.storage import default_driver, paths
 from registry.storage.driver import delete_if_exists
 
@@ -52,7 +52,7 @@ def database() -> str | None:
             return f"database schema is not migrated ({len(pending)} migrations pending)"
         _migrated = True  # applied migrations stay applied: checked once per process
     try:
-        Repository.objects.exists()  # a registry table answers
+        queries.probe_registry_table()
     except Exception as exc:
         log.warning("readiness: database check failed: %s", exc)
         return "database does not answer registry queries"

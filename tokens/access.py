@@ -32,6 +32,9 @@ class Role(StrEnum):
 
 
 _RANK = {Role.READ: 1, Role.WRITE: 2, Role.ADMIN: 3}
+# A new token's role when none is asked for (the product spec): the command, the API, the UI and
+# the OpenAPI document all say it through this name.
+DEFAULT_ROLE = Role.READ
 ROLE_NAMES: tuple[str, ...] = tuple(role.value for role in Role)
 
 

@@ -14,8 +14,6 @@ is recorded on the request for the auth metrics.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -26,7 +24,7 @@ from django.views.decorators.csrf import csrf_exempt
 from registry import errors
 from tokens import bearer, services
 from tokens.access import checks_own_credentials
-from tokens.login import password_login
+from tokens.login import MalformedBasic, basic_credentials, password_login
 from tokens.principal import AuthAttempt, AuthenticatedHttpRequest, Mechanism, Outcome
 from tokens.throttle import Throttled
 
@@ -86,11 +84,9 @@ def _header_identity(request: AuthenticatedHttpRequest) -> bearer.Identity:
     value = value.strip()
     if scheme.lower() == "basic":
         try:
-            username, sep, password = base64.b64decode(value, validate=True).decode("utf-8").partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            raise _refused(request, Mechanism.BASIC_USER, "malformed Basic credentials") from None
-        if not sep:
-            raise _refused(request, Mechanism.BASIC_USER, "malformed Basic credentials")
+            username, password = basic_credentials(value)
+        except MalformedBasic as exc:
+            raise _refused(request, Mechanism.BASIC_USER, str(exc)) from None
         return _password_identity(request, username, password, Mechanism.BASIC_USER)
     if scheme.lower() == "bearer" and not bearer.looks_signed(value):
         return _api_token_identity(request, value, Mechanism.BEARER_TOKEN)

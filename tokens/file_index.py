@@ -1,7 +1,7 @@
 """What the token directory holds, by owner and by role, kept in memory in step with the directory.
 
-Listing one user's tokens and counting the live ones by role read every record file otherwise: with
-5,000 tokens each /metrics scrape took 0.35 s. The index is refreshed when the directory changes
+Listing one user's tokens and counting the live ones by role read every record file otherwise, so
+every /metrics scrape would cost more with each token stored. The index is refreshed when the directory changes
 (its modification time: every save is a rename into it, every revocation an unlink), and then reads
 only the files it has not seen (by name and inode), so after a process's first look the cost no
 longer depends on how many tokens there are. It is a cache of the files, which stay the truth:

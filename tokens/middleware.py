@@ -9,8 +9,6 @@ as the password, ``Bearer <token>``, or ``Bearer`` with a signed token from /aut
 """
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Callable
 
 from django.conf import settings
@@ -21,7 +19,7 @@ from registry import errors
 from registry.proxy.routing import MIRROR_PATH_PREFIX
 from tokens import bearer, services
 from tokens.access import REQUIRED_ROLE, Access, Action, access_of, action_for
-from tokens.login import password_login
+from tokens.login import MalformedBasic, basic_credentials, password_login
 from tokens.principal import (
     ANONYMOUS,
     OPEN,
@@ -45,17 +43,6 @@ class BadCredentials(Exception):
     def __init__(self, mechanism: Mechanism, reason: str) -> None:
         super().__init__(reason)
         self.mechanism = mechanism
-
-
-def _basic(value: str) -> tuple[str, str]:
-    try:
-        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        raise BadCredentials(Mechanism.BASIC_USER, "malformed Basic credentials") from None
-    username, sep, password = decoded.partition(":")
-    if not sep:
-        raise BadCredentials(Mechanism.BASIC_USER, "malformed Basic credentials")
-    return username, password
 
 
 def _token_principal(token: str, mechanism: Mechanism) -> Principal:
@@ -89,7 +76,10 @@ def authenticate(request: AuthenticatedHttpRequest) -> Principal:
             except bearer.InvalidToken as exc:
                 raise BadCredentials(Mechanism.SIGNED_TOKEN, str(exc)) from None
         return _token_principal(value, Mechanism.BEARER_TOKEN)
-    username, password = _basic(value)
+    try:
+        username, password = basic_credentials(value)
+    except MalformedBasic as exc:
+        raise BadCredentials(Mechanism.BASIC_USER, str(exc)) from None
     if username == services.TOKEN_USERNAME:
         return _token_principal(password, Mechanism.BASIC_TOKEN)
     if not password_login(request, username, password, Mechanism.BASIC_USER):

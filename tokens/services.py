@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 
 from tokens import htpasswd
-from tokens.access import ROLE_NAMES, Role
+from tokens.access import DEFAULT_ROLE, ROLE_NAMES, Role
 from tokens.db_repository import DatabaseTokenRepository
 from tokens.htpasswd import validate_username
 from tokens.repository import StoredToken, TokenRepository, TokenStore
@@ -193,7 +193,7 @@ def validate_description(description: Any) -> str:
     return description
 
 
-def create_token(owner: str, role: Role | str = Role.READ, ttl_days: int = DEFAULT_TTL_DAYS,
+def create_token(owner: str, role: Role | str = DEFAULT_ROLE, ttl_days: int = DEFAULT_TTL_DAYS,
                  description: str = "") -> CreatedToken:
     owner = validate_owner(owner)
     role = validate_role(role)

@@ -10,7 +10,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from registry.http import BadHeader, has_body, request_body
 from tokens import services
-from tokens.access import public
+from tokens.access import DEFAULT_ROLE, public
 from tokens.login import password_login
 from tokens.principal import AuthenticatedHttpRequest
 from tokens.services import InvalidTokenRequest, TokenNotFound, TooManyTokens
@@ -126,7 +126,7 @@ def token_api(view: TokenView) -> Callable[[AuthenticatedHttpRequest], HttpRespo
 def create_token(request: AuthenticatedHttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
     created = services.create_token(
         username,
-        role=body.get("role", "read"),
+        role=body.get("role", DEFAULT_ROLE),
         ttl_days=body.get("ttl_days", services.DEFAULT_TTL_DAYS),
         description=body.get("description", ""),
     )

@@ -7,7 +7,7 @@ from registry import errors
 from registry.digests import DIGEST_PATTERN
 from registry.media_types import OCI_INDEX
 from registry.names import NAME_RE, TAG_RE
-from tokens.access import ROLE_NAMES
+from tokens.access import DEFAULT_ROLE, ROLE_NAMES
 
 JSON = "application/json"
 EXAMPLE_DIGEST = "sha256:b5b2b2c507a0944348e0303114d8d93aaaa081732b86451d9bce1f432a537bc7"
@@ -185,7 +185,7 @@ SCHEMAS: dict[str, Spec] = {
             {
                 "type": "object",
                 "properties": {
-                    "role": {"type": "string", "enum": list(ROLE_NAMES), "default": "read"},
+                    "role": {"type": "string", "enum": list(ROLE_NAMES), "default": DEFAULT_ROLE.value},
                     "ttl_days": {"type": "integer", "minimum": 1, "maximum": 3650, "default": 30},
                     "description": _string("A free-text label.", maxLength=256, default=""),
                 },

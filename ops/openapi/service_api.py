@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ops.openapi.components import EXAMPLE_PREFIX, JSON, Spec, json_content, ref, response
+from tokens.access import DEFAULT_ROLE
 
 PUBLIC: list[Spec] = []  # no security requirement: open even with auth on
 HTML = {"text/html": {"schema": {"type": "string"}}}
@@ -48,7 +49,7 @@ def api_token_paths() -> dict[str, Spec]:
         "/api/tokens": _token_op(
             "Create an API token", "createToken", "TokenCreateRequest", "201",
             response("Created. `token` is shown only here: store it.", ref("schemas", "TokenCreated")),
-            credentials_note + " `role` defaults to read, `ttl_days` to 30 (1..3650)."),
+            credentials_note + f" `role` defaults to {DEFAULT_ROLE}, `ttl_days` to 30 (1..3650)."),
         "/api/tokens/list": _token_op(
             "List the user's API tokens", "listTokens", "Credentials", "200",
             response("The user's tokens; never the token itself nor its full hash.", ref("schemas", "TokenList")),

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from django import forms
 
+from tokens.access import DEFAULT_ROLE
+
 
 class SignInForm(forms.Form):
     username = forms.CharField(max_length=255)
@@ -10,7 +12,7 @@ class SignInForm(forms.Form):
 
 
 class TokenForm(forms.Form):
-    role = forms.CharField(initial="read")
+    role = forms.CharField(initial=DEFAULT_ROLE.value)
     ttl_days = forms.IntegerField(initial=30, label="Lifetime (days)")
     description = forms.CharField(required=False, max_length=1024)
 

@@ -263,7 +263,7 @@ class Fill:
     def _commit(self) -> None:
         self._writer.seal()
         repository = ensure_repository(self._name)
-        blobs.link(repository.id, self._name, self._digest, self._received, self._drv, source=self._path)
+        blobs.link(repository.id, self._name, self._digest, self._received, source=self._path)
         self._state = STORED
         self._cleanup()
 

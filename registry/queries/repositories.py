@@ -37,6 +37,12 @@ def create_repository(name: str) -> RepositoryRow:
     return RepositoryRow(repository.pk, repository.name, repository.created_at)
 
 
+def probe_registry_table() -> None:
+    """One cheap read of a registry table, for readiness: raises when the database cannot serve
+    registry queries (a dropped or unreadable table), which a live connection does not show."""
+    Repository.objects.exists()
+
+
 def all_repositories() -> list[RepositoryRow]:
     """Every repository, by name."""
     return [RepositoryRow(*row) for row in

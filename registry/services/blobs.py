@@ -15,7 +15,7 @@ from registry.services.common import check_name, ensure_repository, get_reposito
 from registry.services.digest_locks import lock_digests
 from registry.services.exceptions import BlobUnknown, DeleteDisabled, NameUnknown
 from registry.storage import default_driver, paths
-from registry.storage.driver import PathNotFound, StorageDriver
+from registry.storage.driver import PathNotFound
 
 
 @dataclass(frozen=True)
@@ -32,10 +32,10 @@ def _linked(name: str, digest: Digest) -> queries.BlobRow:
     return blob
 
 
-def stat(name: str, digest_text: str, driver: StorageDriver | None = None) -> BlobInfo:
+def stat(name: str, digest_text: str) -> BlobInfo:
     digest = parse_digest(digest_text)
     blob = _linked(name, digest)
-    drv = driver or default_driver()
+    drv = default_driver()
     if drv.remote:
         return BlobInfo(blob.digest, blob.size)  # the database is the truth; scrub checks the store
     try:
@@ -46,23 +46,23 @@ def stat(name: str, digest_text: str, driver: StorageDriver | None = None) -> Bl
     return BlobInfo(blob.digest, blob.size)
 
 
-def open_blob(name: str, digest_text: str, driver: StorageDriver | None = None) -> tuple[BinaryIO, BlobInfo]:
+def open_blob(name: str, digest_text: str) -> tuple[BinaryIO, BlobInfo]:
     digest = parse_digest(digest_text)
     blob = _linked(name, digest)
     try:
-        stream = (driver or default_driver()).open(paths.blob_data(digest))
+        stream = default_driver().open(paths.blob_data(digest))
     except PathNotFound:
         # Metadata without data: answer as unknown so that the client pushes it again.
         raise BlobUnknown(f"blob {digest} data is missing", {"digest": str(digest)}) from None
     return stream, BlobInfo(blob.digest, blob.size)
 
 
-def location(name: str, digest_text: str, driver: StorageDriver | None = None) -> tuple[str, BlobInfo] | None:
+def location(name: str, digest_text: str) -> tuple[str, BlobInfo] | None:
     """Where a client can fetch the blob itself (a presigned URL), when the store offers that and
     [storage] redirect is on; None to have the registry send the bytes."""
     from django.conf import settings
 
-    drv = driver or default_driver()
+    drv = default_driver()
     if not settings.REGISTRY_REDIRECT or not drv.remote:
         return None
     digest = parse_digest(digest_text)
@@ -76,7 +76,7 @@ def link(
     name: str,
     digest: Digest,
     size: int,
-    driver: StorageDriver | None = None,
+    *,
     source: str | None = None,
 ) -> BlobInfo:
     """Record that the repository ``name`` (of id ``repository_id``) holds the blob ``digest``.
@@ -85,7 +85,7 @@ def link(
     without one BlobUnknown is raised. Both happen under the digest's lock, so a garbage collection
     deleting the data either ran before or sees the new row and keeps the data.
     """
-    drv = driver or default_driver()
+    drv = default_driver()
     if source is not None and drv.remote:
         quotas.precheck(name, str(digest), size)  # before a copy that is not undone
         # A copy inside an object store takes as long as the blob is large: done before the
@@ -113,7 +113,6 @@ def mount(
     digest_text: str,
     source: str | None,
     may_read: Callable[[str], bool] = lambda _name: True,
-    driver: StorageDriver | None = None,
 ) -> BlobInfo | None:
     """Link a blob from ``source`` (or, without it, from any readable repository) into ``name``.
 
@@ -129,7 +128,7 @@ def mount(
         return None
     try:
         with transaction.atomic():
-            info = link(ensure_repository(name).id, name, digest, candidate.size, driver)
+            info = link(ensure_repository(name).id, name, digest, candidate.size)
             outbox.blob_mounted(name, info.digest, info.size, candidate.repository)
     except BlobUnknown:  # the data is gone (collected, or lost): the client uploads it instead
         return None

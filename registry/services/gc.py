@@ -73,10 +73,10 @@ class Result:
         )
 
 
-def collect(options: Options, driver: StorageDriver | None = None, report: Report = sweep.silent) -> Result:
+def collect(options: Options, report: Report = sweep.silent) -> Result:
     """Run one collection; ``report`` receives one line per thing removed and progress lines."""
-    run = _Run(options, driver or default_driver(), report)
-    run.result.uploads = uploads.purge_expired(options.upload_expiry, run.driver, dry_run=options.dry_run)
+    run = _Run(options, default_driver(), report)
+    run.result.uploads = uploads.purge_expired(options.upload_expiry, dry_run=options.dry_run)
     run.evict_cached()
     if options.delete_untagged or current_policies().retention:
         run.manifests()

@@ -28,7 +28,7 @@ class DeletedRepository:
     uploads: int
 
 
-def delete_repository(name: str, driver: StorageDriver | None = None) -> DeletedRepository:
+def delete_repository(name: str) -> DeletedRepository:
     """Delete repository ``name`` and its tags, manifests, blob links and upload sessions.
 
     Raises NameInvalid for a malformed name and NameUnknown for a repository that does not exist.
@@ -39,7 +39,7 @@ def delete_repository(name: str, driver: StorageDriver | None = None) -> Deleted
         with quotas.releasing(lambda: queries.quota_links_in_repository(repository.id)):
             removed = queries.delete_repository(repository.id)
         outbox.repository_deleted(name)
-    _remove_upload_data(removed.sessions, driver or default_driver())
+    _remove_upload_data(removed.sessions, default_driver())
     return DeletedRepository(name, removed.tags, removed.manifests, removed.blob_links, len(removed.sessions))
 
 

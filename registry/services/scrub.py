@@ -50,7 +50,6 @@ class ScrubResult:
 def scrub(
     repair: bool = False,
     grace: timedelta = timedelta(hours=24),
-    driver: StorageDriver | None = None,
     report: Report = sweep.silent,
 ) -> ScrubResult:
     """Check every blob; ``report`` gets one line per problem and progress lines.
@@ -58,7 +57,7 @@ def scrub(
     A data file without a row is only a problem once older than ``grace``: an upload renames its
     data into place a moment before it records the row.
     """
-    drv = driver or default_driver()
+    drv = default_driver()
     result = ScrubResult()
 
     def found(problem: Problem) -> None:

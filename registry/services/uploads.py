@@ -92,22 +92,17 @@ def _expiry() -> timedelta:
     return timedelta(hours=settings.REGISTRY_UPLOAD_EXPIRY_HOURS)
 
 
-def _driver(driver: StorageDriver | None) -> StorageDriver:
-    return driver or default_driver()
-
-
 def _new_hash(algorithm: str) -> Any:
     return hashing.new(algorithm) if hashing.available(algorithm) else new_hasher(algorithm)
 
 
-def start(name: str, algorithm: str = "sha256", driver: StorageDriver | None = None,
-          owner: str = "") -> UploadStatus:
+def start(name: str, algorithm: str = "sha256", owner: str = "") -> UploadStatus:
     """A new session of ``owner`` (who counts against [registry] max_upload_sessions; empty: nobody)."""
     try:
         new_hasher(algorithm)
     except InvalidDigest as exc:
         raise DigestInvalid(str(exc)) from None
-    drv = _driver(driver)
+    drv = default_driver()
     _check_floor(drv)
     check_name(name)
     quotas.check_room(name)
@@ -258,10 +253,10 @@ def _save(opened: _Open) -> None:
     opened.owner = ""
 
 
-def status(name: str, upload_id: str, driver: StorageDriver | None = None) -> UploadStatus:
+def status(name: str, upload_id: str) -> UploadStatus:
     """Where the upload is, without taking its lease: a chunk may be arriving meanwhile."""
     check_name(name)
-    drv = _driver(driver)
+    drv = default_driver()
     try:
         data_path = paths.upload_data(upload_id)
     except ValueError:
@@ -335,9 +330,8 @@ def append(
     upload_id: str,
     body: Body,
     content_range: tuple[int, int] | None = None,
-    driver: StorageDriver | None = None,
 ) -> UploadStatus:
-    drv = _driver(driver)
+    drv = default_driver()
     with _leased(name, upload_id, drv) as opened:
         _stream_into(opened, body, drv, content_range)
         _save(opened)
@@ -358,11 +352,10 @@ def finish(
     digest_text: str,
     body: Body | None = None,
     content_range: tuple[int, int] | None = None,
-    driver: StorageDriver | None = None,
 ) -> blobs.BlobInfo:
     """Append the optional last chunk, verify the digest, and make the blob visible atomically."""
     digest = parse_digest(digest_text)
-    drv = _driver(driver)
+    drv = default_driver()
     with _leased(name, upload_id, drv) as opened:
         if body is not None and (body.length is None or body.length > 0):
             _stream_into(opened, body, drv, content_range, seal=True)
@@ -392,7 +385,7 @@ def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id:
     # collector removes, never a row without data.
     try:
         with transaction.atomic():
-            info = blobs.link(repository_id, name, digest, size, drv, source=paths.upload_data(upload_id))
+            info = blobs.link(repository_id, name, digest, size, source=paths.upload_data(upload_id))
             queries.delete_session(upload_id)
             outbox.blob_pushed(name, info.digest, info.size)
     except QuotaExceeded:
@@ -402,20 +395,19 @@ def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id:
     return info
 
 
-def monolithic(name: str, digest_text: str, body: Body, driver: StorageDriver | None = None,
-               owner: str = "") -> blobs.BlobInfo:
+def monolithic(name: str, digest_text: str, body: Body, owner: str = "") -> blobs.BlobInfo:
     """POST ?digest=: the whole blob in one request."""
     digest = parse_digest(digest_text)
-    session = start(name, digest.algorithm, driver, owner)
+    session = start(name, digest.algorithm, owner)
     try:
-        return finish(name, session.id, str(digest), body, driver=driver)
+        return finish(name, session.id, str(digest), body)
     except BaseException:
-        _discard(session.id, {}, _driver(driver))
+        _discard(session.id, {}, default_driver())
         raise
 
 
-def cancel(name: str, upload_id: str, driver: StorageDriver | None = None) -> None:
-    drv = _driver(driver)
+def cancel(name: str, upload_id: str) -> None:
+    drv = default_driver()
     with _leased(name, upload_id, drv) as opened:
         _discard(upload_id, opened.storage_state, drv)
         opened.owner = ""
@@ -438,13 +430,13 @@ def _remove_data(upload_id: str, drv: StorageDriver) -> None:
 
 
 def purge_expired(
-    older_than: timedelta | None = None, driver: StorageDriver | None = None, dry_run: bool = False
+    older_than: timedelta | None = None, dry_run: bool = False
 ) -> int:
     """Remove sessions idle for longer than the expiry, and upload data without a session.
 
     Returns how many were removed (with ``dry_run``, how many would be).
     """
-    drv = _driver(driver)
+    drv = default_driver()
     cutoff = timezone.now() - (older_than if older_than is not None else _expiry())
     removed = 0
     for upload_id, state in queries.idle_sessions(cutoff):

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from regsite.config import PATHS_NOTE
 from tokens import htpasswd, services
+from tokens.access import DEFAULT_ROLE
 
 
 class Command(BaseCommand):
@@ -19,7 +20,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", required=True, help="Owner of the token.")
-        parser.add_argument("--role", default="read", help="read (pull), write (push) or admin (delete); default read.")
+        parser.add_argument("--role", default=DEFAULT_ROLE.value,
+                            help=f"read (pull), write (push) or admin (delete); default {DEFAULT_ROLE}.")
         parser.add_argument("--ttl-days", type=int, default=services.DEFAULT_TTL_DAYS,
                             help=f"Lifetime in days, 1..{services.MAX_TTL_DAYS}; default {services.DEFAULT_TTL_DAYS}.")
         parser.add_argument("--description", default="", help="A label shown in token lists.")
