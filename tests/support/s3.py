@@ -36,3 +36,25 @@ def rgw_driver(endpoint: str, access_key: str, secret_key: str, **options: objec
                       **options)  # type: ignore[arg-type]
     driver.client.create_bucket(Bucket=bucket)
     return driver
+
+
+def refuse(driver: S3Driver, operation: str, status: int, code: str | None = None) -> None:
+    """Have the store answer every ``operation`` (``HeadBucket``, ``PutObject``...) of ``driver`` with
+    ``status`` and an S3 error body of ``code``, or no body at all (as every answer to a HEAD)."""
+    from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+
+    body = b"" if code is None else (
+        b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>' + code.encode() + b"</Code></Error>")
+
+    def answer(request: AWSPreparedRequest, **_kwargs: object) -> AWSResponse:
+        return AWSResponse(request.url, status, {}, _Raw(body))
+
+    driver.client.meta.events.register(f"before-send.s3.{operation}", answer)
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_kwargs: object) -> Iterator[bytes]:
+        yield self._body
