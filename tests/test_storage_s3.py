@@ -11,7 +11,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from registry.storage import s3
-from registry.storage.driver import PathNotFound
+from registry.storage.driver import PathNotFound, StorageError
 from tests.support.s3 import BUCKET, moto_driver, refuse
 from tests.support.server import free_port
 
@@ -222,3 +222,14 @@ def test_it_names_the_endpoint_when_nothing_answers_there() -> None:
     with pytest.raises(s3.CheckFailed, match="S3 endpoint not reachable") as caught:
         driver.check("_probe/abcdef0123")
     assert caught.value.setting == "endpoint"
+
+
+def test_a_bucket_that_is_gone_is_a_failure_of_the_store_never_a_missing_path() -> None:
+    with moto_driver():
+        gone = s3.S3Driver("no-such-bucket", access_key="testing", secret_key="testing")
+        for call in (lambda: gone.stat("blobs/x/data"), lambda: gone.read("blobs/x/data"), lambda: gone.list("blobs"),
+                     lambda: list(gone.walk("blobs")), lambda: gone.open("blobs/x/data").read(),
+                     lambda: gone.write("blobs/x/data", b"."), lambda: gone.delete("blobs/x")):
+            with pytest.raises(StorageError, match="NoSuchBucket") as caught:
+                call()
+            assert not isinstance(caught.value, PathNotFound)

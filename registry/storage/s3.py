@@ -65,6 +65,10 @@ class Counters:
 
 def _missing(exc: ClientError) -> bool:
     error = exc.response.get("Error", {})
+    if error.get("Code") == "NoSuchBucket":
+        # A 404 too, but of the store, not of the path: taken for a missing file, it would make
+        # `scrub --repair` forget every blob of a mistyped or deleted bucket.
+        return False
     return str(error.get("Code")) in _NOT_FOUND or exc.response.get("ResponseMetadata", {}).get(
         "HTTPStatusCode") == 404
 

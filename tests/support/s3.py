@@ -4,11 +4,17 @@ from __future__ import annotations
 import os
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
+
+import pytest
 
 from registry.storage.s3 import S3Driver
 
 BUCKET = "registry-tests"
+# What the registry is configured with by the s3 fixture: moto checks no signature, so the secret is
+# only there to be looked for where it must never appear.
+ACCESS_KEY = "testing"
+SECRET_KEY = "s3-secret-that-must-never-show"
 
 
 @contextmanager
@@ -27,6 +33,23 @@ def moto_driver(prefix: str = "reg", **options: object) -> Iterator[S3Driver]:
         for key, value in saved.items():
             if value is not None:
                 os.environ[key] = value
+
+
+@pytest.fixture
+def s3(settings: Any) -> Iterator[S3Driver]:
+    """The registry on a moto bucket (``[storage] backend = "s3"``): its default driver."""
+    from registry.storage import default_driver
+
+    with moto_driver(prefix="reg"):
+        settings.REGISTRY_STORAGE = {**settings.REGISTRY_STORAGE, "backend": "s3", "s3_bucket": BUCKET,
+                                     "s3_prefix": "reg", "s3_access_key": ACCESS_KEY, "s3_secret_key": SECRET_KEY,
+                                     "s3_endpoint": "", "redirect_endpoint": ""}
+        default_driver.cache_clear()
+        driver = default_driver()
+        driver.client.create_bucket(Bucket=BUCKET)
+        assert isinstance(driver, S3Driver)
+        yield driver
+        default_driver.cache_clear()
 
 
 def rgw_driver(endpoint: str, access_key: str, secret_key: str, **options: object) -> S3Driver:
