@@ -51,7 +51,7 @@ def test_it_fails_storage_when_the_store_does_not_answer(client: Client, s3: S3D
                                                          caplog) -> None:
     endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     settings.REGISTRY_STORAGE = {**settings.REGISTRY_STORAGE, "s3_endpoint": endpoint}
-    # The driver [storage] describes, but for its retries (8 attempts with backoff: 6 s here), which
+    # The driver [storage] describes, but for its retries (8 attempts with backoff: 7.6 s here), which
     # change when the answer comes, not what it is.
     monkeypatch.setattr(config, "s3_driver", lambda storage: S3Driver(
         storage["s3_bucket"], prefix=storage["s3_prefix"], endpoint=storage["s3_endpoint"],
