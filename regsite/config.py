@@ -480,7 +480,9 @@ def check_bucket(cfg: dict[str, dict[str, Any]]) -> None:
     try:
         s3_driver(storage).check(paths.probe(secrets.token_hex(8)))
     except StorageError as exc:
-        raise ConfigError(f"[storage] s3_bucket: {exc}") from None
+        # The key to fix: a wrong secret is not a problem of the bucket's.
+        key = f"s3_{getattr(exc, 'setting', 'bucket')}"
+        raise ConfigError(f"[storage] {key}: {exc}") from None
 
 
 def s3_driver(storage: Mapping[str, Any]) -> Any:

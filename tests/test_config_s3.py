@@ -2,10 +2,13 @@
 check of the bucket, each refused in one line that names the key and never shows a secret."""
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from regsite import config
-from tests.support.s3 import BUCKET, moto_driver
+from tests.support.s3 import BUCKET, moto_driver, refuse
 
 S3 = {"SVC_STORAGE_BACKEND": "s3", "SVC_STORAGE_S3_BUCKET": BUCKET, "SVC_SECRET_KEY": "shared-by-replicas",
       "SVC_STORAGE_S3_ACCESS_KEY": "testing", "SVC_STORAGE_S3_SECRET_KEY": "very-secret-value"}
@@ -62,3 +65,38 @@ def test_it_starts_only_with_a_bucket_it_can_write(tmp_path, monkeypatch, capsys
             config.load_or_exit({**S3, "SVC_STORAGE_S3_BUCKET": "no-such-bucket"}, serving=True)
     line = capsys.readouterr().err.strip()
     assert line == "configuration error: [storage] s3_bucket: bucket 'no-such-bucket' does not exist"
+
+
+def test_it_does_not_start_on_a_bucket_it_cannot_write(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    with moto_driver() as driver:
+        driver.client.put_bucket_policy(Bucket=BUCKET, Policy=json.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{BUCKET}/*"}]}))
+        with pytest.raises(SystemExit):
+            config.load_or_exit(S3, serving=True)
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"configuration error: [storage] s3_bucket: bucket '{BUCKET}' is not writable (")
+    assert "\n" not in line and "very-secret-value" not in line
+
+
+@pytest.mark.parametrize("code, key", [
+    ("InvalidAccessKeyId", "s3_access_key"),
+    ("SignatureDoesNotMatch", "s3_secret_key"),
+    ("AccessDenied", "s3_bucket"),
+])
+def test_it_names_the_credential_key_the_store_refuses(tmp_path, monkeypatch, capsys, code: str, key: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    build = config.s3_driver
+
+    def refused(storage: Any) -> Any:  # the store answers as RGW does (tests/e2e/test_storage_rgw.py)
+        driver = build(storage)
+        refuse(driver, "HeadBucket", 403)
+        refuse(driver, "ListObjectsV2", 403, code)
+        return driver
+
+    monkeypatch.setattr(config, "s3_driver", refused)
+    with moto_driver(), pytest.raises(SystemExit):
+        config.load_or_exit(S3, serving=True)
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"configuration error: [storage] {key}: ") and f"({code})" in line, line
+    assert "very-secret-value" not in line

@@ -7,35 +7,21 @@ import hashlib
 import io
 import os
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from registry.models import Upload
+from registry.models import Blob, Upload
 from registry.services import gc, scrub, uploads
-from registry.storage import default_driver
+from registry.storage.driver import StorageError
 from registry.storage.s3 import S3Driver
 from tests.support.registry_client import digest_of, patch, put_upload, start_upload
-from tests.support.s3 import BUCKET, moto_driver
+from tests.support.s3 import BUCKET, s3  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 MiB = 1024 * 1024
-
-
-@pytest.fixture
-def s3(settings) -> Iterator[S3Driver]:
-    with moto_driver(prefix="reg"):
-        settings.REGISTRY_STORAGE = {**settings.REGISTRY_STORAGE, "backend": "s3", "s3_bucket": BUCKET,
-                                     "s3_prefix": "reg", "s3_access_key": "testing", "s3_secret_key": "testing",
-                                     "s3_endpoint": "", "redirect_endpoint": ""}
-        default_driver.cache_clear()
-        driver = default_driver()
-        driver.client.create_bucket(Bucket=BUCKET)
-        assert isinstance(driver, S3Driver)
-        yield driver
-        default_driver.cache_clear()
 
 
 def _chunked_push(client: Any, name: str, data: bytes, sizes: list[int]) -> str:
@@ -86,6 +72,15 @@ def test_garbage_collection_and_scrub_work_on_the_bucket(client, s3: S3Driver) -
     found = scrub.scrub(repair=True, grace=timedelta(0))
     assert [p.kind for p in found.problems] == ["orphaned"] and list(s3.walk("blobs")) == []
     assert kept
+
+
+def test_scrub_forgets_no_blob_when_the_bucket_is_gone(client, s3: S3Driver) -> None:
+    kept = _chunked_push(client, "team/app", b"a layer", [7])
+    s3.delete("blobs")
+    s3.client.delete_bucket(Bucket=BUCKET)  # or a mistyped s3_bucket: every key answers 404
+    with pytest.raises(StorageError, match="NoSuchBucket"):
+        scrub.scrub(repair=True, grace=timedelta(0))
+    assert Blob.objects.filter(digest=kept).exists()
 
 
 def test_expired_sessions_abort_their_multipart_uploads(client, s3: S3Driver) -> None:

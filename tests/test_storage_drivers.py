@@ -5,6 +5,7 @@ An upload is written with writers that each resume from the previous one's ``sta
 landing on different replicas do), and reads as a file once sealed."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -61,6 +62,14 @@ def test_it_opens_a_reader_at_an_offset(driver) -> None:
         assert fh.read() == b"789"
     with driver.open("file", offset=10) as fh:
         assert fh.read() == b""
+
+
+def test_a_reader_is_measured_by_seeking_to_its_end_before_reading(driver) -> None:
+    # What Django's FileResponse does with every seekable file it sends: a whole-blob GET.
+    driver.write("file", b"0123456789")
+    with driver.open("file", offset=4) as fh:
+        assert (fh.tell(), fh.seek(0, io.SEEK_END), fh.seek(4)) == (4, 10, 4)
+        assert fh.read() == b"456789"
 
 
 def test_it_appends_with_writers_that_resume_each_other(driver) -> None:

@@ -3,6 +3,7 @@ nothing back when requests carry whole parts, server-side moves, retries on thro
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from typing import Any
 
@@ -11,7 +12,8 @@ from botocore.awsrequest import AWSResponse
 
 from registry.storage import s3
 from registry.storage.driver import PathNotFound, StorageError
-from tests.support.s3 import BUCKET, moto_driver
+from tests.support.s3 import BUCKET, moto_driver, refuse
+from tests.support.server import free_port
 
 MiB = 1024 * 1024
 
@@ -151,6 +153,83 @@ def test_it_presigns_blob_urls_on_the_public_endpoint() -> None:
 def test_it_names_the_bucket_when_it_is_missing_or_not_writable() -> None:
     with moto_driver() as driver:
         driver.check("_probe/abcdef0123")
+        assert list(driver.walk("_probe")) == []
         missing = s3.S3Driver("no-such-bucket", access_key="testing", secret_key="testing")
-        with pytest.raises(StorageError, match="no-such-bucket"):
+        with pytest.raises(s3.CheckFailed, match="bucket 'no-such-bucket' does not exist") as caught:
             missing.check("_probe/abcdef0123")
+        assert caught.value.setting == "bucket"
+        # The bucket answers HEAD and lists, but a policy refuses writes: moto enforces it with a 403.
+        driver.client.put_bucket_policy(Bucket=BUCKET, Policy=json.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{BUCKET}/*"}]}))
+        with pytest.raises(s3.CheckFailed, match=f"bucket '{BUCKET}' is not writable") as caught:
+            driver.check("_probe/abcdef0123")
+        assert caught.value.setting == "bucket"
+
+
+def test_it_names_a_bucket_that_takes_writes_but_not_reads_or_deletes() -> None:
+    with moto_driver() as driver:
+        refuse(driver, "GetObject", 403, "AccessDenied")
+        with pytest.raises(s3.CheckFailed, match=r"is not readable \(AccessDenied\)"):
+            driver.check("_probe/abcdef0123")
+    with moto_driver() as driver:
+        refuse(driver, "DeleteObject", 403, "AccessDenied")
+        with pytest.raises(s3.CheckFailed, match=r"refuses deletes \(AccessDenied\)"):
+            driver.check("_probe/abcdef0123")
+
+
+@pytest.mark.parametrize("code, setting", [
+    ("InvalidAccessKeyId", "access_key"),
+    ("SignatureDoesNotMatch", "secret_key"),
+    ("ExpiredToken", "access_key"),
+    ("AccessDenied", "bucket"),  # good credentials, someone else's bucket
+])
+def test_it_names_the_credential_the_store_refuses(code: str, setting: str) -> None:
+    # As Ceph RGW answers (tests/e2e/test_storage_rgw.py): a bare 403 to HEAD, the reason in the body
+    # of any other answer.
+    with moto_driver() as driver:
+        refuse(driver, "HeadBucket", 403)
+        refuse(driver, "ListObjectsV2", 403, code)
+        with pytest.raises(s3.CheckFailed) as caught:
+            driver.check("_probe/abcdef0123")
+        assert caught.value.setting == setting and f"({code})" in str(caught.value)
+
+
+def test_it_names_the_credentials_when_a_write_is_refused_for_them() -> None:
+    with moto_driver() as driver:
+        refuse(driver, "PutObject", 403, "SignatureDoesNotMatch")
+        with pytest.raises(s3.CheckFailed, match="SignatureDoesNotMatch") as caught:
+            driver.check("_probe/abcdef0123")
+        assert caught.value.setting == "secret_key"
+
+
+def test_it_says_when_there_are_no_credentials_at_all(monkeypatch, tmp_path) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    driver = s3.S3Driver("bucket", endpoint=f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(s3.CheckFailed, match="no credentials") as caught:
+        driver.check("_probe/abcdef0123")
+    assert caught.value.setting == "access_key"
+
+
+def test_it_names_the_endpoint_when_nothing_answers_there() -> None:
+    driver = s3.S3Driver("bucket", endpoint=f"http://127.0.0.1:{free_port()}", access_key="testing",
+                         secret_key="testing", max_attempts=1)
+    with pytest.raises(s3.CheckFailed, match="S3 endpoint not reachable") as caught:
+        driver.check("_probe/abcdef0123")
+    assert caught.value.setting == "endpoint"
+
+
+def test_a_bucket_that_is_gone_is_a_failure_of_the_store_never_a_missing_path() -> None:
+    with moto_driver():
+        gone = s3.S3Driver("no-such-bucket", access_key="testing", secret_key="testing")
+        for call in (lambda: gone.stat("blobs/x/data"), lambda: gone.read("blobs/x/data"), lambda: gone.list("blobs"),
+                     lambda: list(gone.walk("blobs")), lambda: gone.open("blobs/x/data").read(),
+                     lambda: gone.write("blobs/x/data", b"."), lambda: gone.delete("blobs/x")):
+            with pytest.raises(StorageError, match="NoSuchBucket") as caught:
+                call()
+            assert not isinstance(caught.value, PathNotFound)

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from registry import queries
+from registry import hashing, queries
 from registry.models import Upload
 from registry.services import uploads
 from tests.support.registry_client import (
@@ -231,6 +231,29 @@ def test_it_hashes_the_stored_bytes_again_when_no_saved_hash_fits(client, locati
     patch(client, location, DATA[1000:], "1000-3071")
     done = put_upload(client, location, digest_of(DATA))
     assert done.status_code == 201
+    assert body_of(client.get(done["Location"])) == DATA
+
+
+def test_a_saved_hash_of_another_byte_count_is_not_trusted_and_the_bytes_are_hashed_again(
+        client, location, monkeypatch) -> None:
+    patch(client, location, DATA[:1000], "0-999")
+    # A state that is a real hash, of the first 500 bytes, kept with a session at 1000: resumed, it
+    # would give the digest of 500 + 2072 bytes and refuse a good upload.
+    stale = hashing.new("sha256")
+    stale.update(DATA[:500])
+    Upload.objects.filter(id=location.rsplit("/", 1)[1]).update(hash_state=stale.state())
+    rehashed: list[str] = []
+    rehash = uploads._rehash
+
+    def spy(upload_id: str, algorithm: str, drv: object) -> str:
+        rehashed.append(upload_id)
+        return rehash(upload_id, algorithm, drv)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(uploads, "_rehash", spy)
+    patch(client, location, DATA[1000:], "1000-3071")
+    done = put_upload(client, location, digest_of(DATA))
+    assert done.status_code == 201, done.content
+    assert rehashed == [location.rsplit("/", 1)[1]]
     assert body_of(client.get(done["Location"])) == DATA
 
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import io
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Mapping
 
 import boto3
 from botocore import handlers
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from registry.storage.driver import FileInfo, InvalidPath, PathNotFound, StorageError, check_path
 
@@ -36,6 +36,17 @@ COPY_PART = 1024 * 1024 * 1024
 DEFAULT_PART = 8 * 1024 * 1024
 DELETE_BATCH = 1000
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound", "NoSuchUpload"}
+_CREDENTIALS_EXPIRED = {"ExpiredToken", "InvalidToken", "TokenRefreshRequired"}
+_PROBE = b"ready\n"
+
+
+class CheckFailed(StorageError):
+    """The start-up check of the bucket failed; ``setting`` is what the operator must change:
+    ``bucket``, ``access_key``, ``secret_key`` or ``endpoint``."""
+
+    def __init__(self, message: str, setting: str) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 @dataclass
@@ -54,6 +65,10 @@ class Counters:
 
 def _missing(exc: ClientError) -> bool:
     error = exc.response.get("Error", {})
+    if error.get("Code") == "NoSuchBucket":
+        # A 404 too, but of the store, not of the path: taken for a missing file, it would make
+        # `scrub --repair` forget every blob of a mistyped or deleted bucket.
+        return False
     return str(error.get("Code")) in _NOT_FOUND or exc.response.get("ResponseMetadata", {}).get(
         "HTTPStatusCode") == 404
 
@@ -298,22 +313,58 @@ class S3Driver:
         return None  # an object store has no free-space figure; quotas are the store's business
 
     def check(self, probe: str) -> None:
-        """The bucket exists and this driver can write, read back and delete ``probe`` in it."""
+        """The bucket exists and this driver can write, read back and delete ``probe`` in it; if not,
+        CheckFailed says what to change."""
         try:
             self.client.head_bucket(Bucket=self.bucket)
         except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code")
-            raise StorageError(f"bucket {self.bucket!r} {'does not exist' if _missing(exc) else f'answers {code}'}") \
-                from exc
+            if _missing(exc):
+                raise CheckFailed(f"bucket {self.bucket!r} does not exist", "bucket") from exc
+            raise self._refused(exc, "refuses access") from exc
         except BotoCoreError as exc:
-            raise StorageError(f"S3 endpoint not reachable: {exc}") from exc
-        self.write(probe, b"ready\n")
-        if self.read(probe) != b"ready\n":
-            raise StorageError("S3 returned different bytes than written")
+            raise _unreachable(exc) from exc
+        key = self.key(probe)
+        self._step("is not writable", lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=_PROBE))
+        if self._step("is not readable", lambda: self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+                      ) != _PROBE:
+            raise CheckFailed(f"bucket {self.bucket!r} returned different bytes than written", "bucket")
+        self._step("refuses deletes", lambda: self.client.delete_object(Bucket=self.bucket, Key=key))
+
+    def _step(self, failing: str, call: Callable[[], Any]) -> Any:
         try:
-            self.client.delete_object(Bucket=self.bucket, Key=self.key(probe))
-        except (ClientError, BotoCoreError) as exc:
-            raise _failure(exc, probe) from exc
+            return call()
+        except ClientError as exc:
+            raise self._refused(exc, failing) from exc
+        except BotoCoreError as exc:
+            raise _unreachable(exc) from exc
+
+    def _refused(self, exc: ClientError, failing: str) -> CheckFailed:
+        code = str(exc.response.get("Error", {}).get("Code") or "")
+        if code.isdigit():
+            # An answer to HEAD has no body to say why (RGW and S3 send a bare 403 for a wrong secret
+            # as for a bucket of someone else): a one-key listing is answered with the reason.
+            try:
+                self.client.list_objects_v2(Bucket=self.bucket, MaxKeys=1)
+            except ClientError as listed:
+                code = str(listed.response.get("Error", {}).get("Code") or code)
+            except BotoCoreError:
+                pass
+        if code == "InvalidAccessKeyId":
+            return CheckFailed(f"the store knows no such access key ({code})", "access_key")
+        if code == "SignatureDoesNotMatch":
+            return CheckFailed(f"the store refuses the signature ({code}): this is not the secret of the "
+                               "access key", "secret_key")
+        if code in _CREDENTIALS_EXPIRED:
+            return CheckFailed(f"the store refuses the credentials ({code})", "access_key")
+        if code == "NoSuchBucket":
+            return CheckFailed(f"bucket {self.bucket!r} does not exist", "bucket")
+        return CheckFailed(f"bucket {self.bucket!r} {failing} ({code})", "bucket")
+
+
+def _unreachable(exc: BotoCoreError) -> CheckFailed:
+    if isinstance(exc, NoCredentialsError):
+        return CheckFailed("no credentials given, and none found by the AWS credential chain", "access_key")
+    return CheckFailed(f"S3 endpoint not reachable: {exc}", "endpoint")
 
 
 class _Reader(io.RawIOBase):
@@ -325,7 +376,7 @@ class _Reader(io.RawIOBase):
         self._position = 0
         self._body: Any = None
         self._started = False
-        driver.stat(path)  # a missing object fails here, as opening a missing file does
+        self._size = driver.stat(path).size  # a missing object fails here, as opening a missing file does
 
     def readable(self) -> bool:
         return True
@@ -336,10 +387,13 @@ class _Reader(io.RawIOBase):
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         if self._started:
             raise io.UnsupportedOperation("an S3 reader seeks only before its first read")
-        if whence != io.SEEK_SET or offset < 0:
-            raise io.UnsupportedOperation("an S3 reader seeks to absolute positions only")
-        self._position = offset
-        return offset
+        # From the end too: Django's FileResponse measures a seekable file so (the whole-blob GET
+        # without redirect answered 500 while this reader seeked to absolute positions only).
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._position = base + offset
+        return self._position
 
     def tell(self) -> int:
         return self._position
@@ -495,4 +549,4 @@ class S3Writer:
                 pass
 
 
-__all__ = ["S3Driver", "S3Writer", "InvalidPath"]
+__all__ = ["CheckFailed", "S3Driver", "S3Writer", "InvalidPath"]

@@ -14,7 +14,7 @@ import time
 import urllib.request
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -127,14 +127,24 @@ def test_a_token_made_on_one_replica_works_on_the_other_until_revoked_there(star
     cluster = start_cluster(SVC_AUTH_ENABLED="true",
                             SVC_AUTH_HTPASSWD_FILE=str(write_htpasswd(tmp_path / "users", {"alice": "pw"})))
     one, two = (Registry(r.host) for r in cluster.replicas)
-    made = cluster.replicas[0].manage("createtoken", "--username", "alice", "--role", "write")
-    assert made.returncode == 0, made.stderr
-    bearer = {"Authorization": f"Bearer {made.stdout.strip()}"}
-    assert two.request("GET", "/v2/_catalog", headers=bearer).status == 200
-    prefix = hashlib.sha256(made.stdout.strip().encode()).hexdigest()[:16]
-    revoked = cluster.replicas[1].manage("revoketoken", prefix)
-    assert revoked.returncode == 0, revoked.stderr
-    assert one.request("GET", "/v2/_catalog", headers=bearer).status == 401
+    alice = {"username": "alice", "password": "pw"}
+
+    def api(replica: Registry, path: str, body: dict[str, str]) -> Any:
+        reply = replica.request("POST", path, json.dumps({**alice, **body}).encode(),
+                                {"Content-Type": "application/json"})
+        assert reply.status in (200, 201), reply.body
+        return json.loads(reply.body)
+
+    def answers(replica: Registry) -> set[int]:
+        # A new connection each: over several requests both workers of the replica judge the token
+        # (and keep whatever they remember of it).
+        return {replica.request("GET", "/v2/_catalog", headers=bearer).status for _ in range(6)}
+
+    made = api(one, "/api/tokens", {"role": "write"})
+    bearer = {"Authorization": f"Bearer {made['token']}"}
+    assert answers(one) == answers(two) == {200}
+    assert api(two, "/api/tokens/revoke", {"hash_prefix": made["hash_prefix"]}) == {"revoked": made["hash_prefix"]}
+    assert answers(one) == answers(two) == {401}
 
 
 def test_collecting_on_one_replica_while_pushing_through_the_other_loses_nothing(start_cluster) -> None:

@@ -146,6 +146,13 @@ class RGW:
         self.stop()
         raise RGWUnavailable(f"{what} did not come up; logs in {self.directory / 'log'}")
 
+    def add_user(self, uid: str) -> tuple[str, str]:
+        """Another user of the store, with no rights on the registry user's buckets: its keys."""
+        access_key, secret_key = f"{uid.upper()}ACCESS", f"{uid}-secret-key-0123456789"
+        self._run("radosgw-admin", "-c", self.conf, "user", "create", "--uid", uid, "--display-name", uid,
+                  "--access-key", access_key, "--secret-key", secret_key)
+        return access_key, secret_key
+
     def requests(self, bucket: str, key_part: str = "", method: str = "GET") -> int:
         """``method`` requests on objects of ``bucket`` so far, from RGW's request log."""
         count = 0
