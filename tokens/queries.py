@@ -131,9 +131,10 @@ class TokenRow:
     description: str
     created_at: datetime
     expires_at: datetime
+    owner_stamp: str
 
 
-_TOKEN_FIELDS = ("digest", "owner", "role", "description", "created_at", "expires_at")
+_TOKEN_FIELDS = ("digest", "owner", "role", "description", "created_at", "expires_at", "owner_stamp")
 
 
 def _rows(values: Iterable[tuple[Any, ...]]) -> list[TokenRow]:
@@ -148,7 +149,12 @@ def token(digest: str) -> TokenRow | None:
 def save_token(row: TokenRow) -> None:
     Token.objects.update_or_create(digest=row.digest, defaults={
         "owner": row.owner, "role": row.role, "description": row.description,
-        "created_at": row.created_at, "expires_at": row.expires_at})
+        "created_at": row.created_at, "expires_at": row.expires_at, "owner_stamp": row.owner_stamp})
+
+
+def stamp_token(digest: str, owner_stamp: str) -> bool:
+    """Stamp the token if it is there and unstamped: an UPDATE, so a deleted row stays deleted."""
+    return bool(Token.objects.filter(digest=digest, owner_stamp="").update(owner_stamp=owner_stamp))
 
 
 def delete_token(digest: str) -> bool:

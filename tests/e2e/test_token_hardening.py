@@ -1,14 +1,16 @@
 """Under gunicorn: the token endpoints take JSON only (a cross-site text/plain or form POST from a web
-page fails) and read chunked bodies; a token dies with its user; one user holds a bounded number."""
+page fails) and read chunked bodies; a token dies with its user, and with the password it was made
+with, and a later user of the same name does not inherit it; one user holds a bounded number."""
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from tests.support.auth import write_htpasswd
+from tests.support.auth import bcrypt_entry, write_htpasswd
 from tests.support.rawhttp import Client, Reply
 from tests.support.server import RegistryServer
 
@@ -22,6 +24,15 @@ def server(start_registry: Callable[..., RegistryServer], tmp_path: Path) -> Reg
     (tmp_path / "server").mkdir()
     write_htpasswd(tmp_path / "server" / "users.htpasswd", {"alice": "wonderland", "bob": "builder"})
     return start_registry(SVC_AUTH_ENABLED="true", SVC_AUTH_MAX_TOKENS_PER_USER="3")
+
+
+def edit_entry(htpasswd_file: Path, username: str, password: str | None) -> None:
+    """Remove the user's line and append a new entry for ``password`` (None: none), as an editor
+    would: not through manage.py adduser, which also deletes the user's tokens."""
+    kept = [line for line in htpasswd_file.read_text().splitlines() if not line.startswith(f"{username}:")]
+    if password is not None:
+        kept.append(bcrypt_entry(username, password))
+    htpasswd_file.write_text("".join(line + "\n" for line in kept))
 
 
 def post(http: Client, path: str, body: dict, content_type: str = "application/json", **kw: bool) -> Reply:
@@ -46,19 +57,36 @@ def test_a_chunked_body_is_read(server: RegistryServer) -> None:
     assert [t["hash_prefix"] for t in listed.json()["tokens"]] == [created.json()["hash_prefix"]]
 
 
-def test_a_token_dies_with_its_user(server: RegistryServer) -> None:
+@pytest.mark.parametrize("backend", ["files", "database"])
+def test_a_token_dies_with_its_user_and_no_later_user_of_the_name_inherits_it(
+        start_registry: Callable[..., RegistryServer], tmp_path: Path, backend: str) -> None:
+    (tmp_path / "server").mkdir()
+    users = tmp_path / "server" / "users.htpasswd"
+    write_htpasswd(users, {"alice": "wonderland", "bob": "builder"})
+    server = start_registry(SVC_AUTH_ENABLED="true", SVC_AUTH_TOKEN_BACKEND=backend)
     http = Client(server.host)
     token = post(http, "/api/tokens", {**BOB, "role": "admin"}).json()["token"]
+    alices = post(http, "/api/tokens", {**ALICE, "role": "write"}).json()["token"]
     bearer = {"Authorization": f"Bearer {token}"}
-    assert http.request("GET", "/v2/_catalog", headers=bearer).status == 200
-    write_htpasswd(server.workdir / "users.htpasswd", {"alice": "wonderland"})  # bob is removed
+    for _ in range(4):  # every worker has seen it, and keeps its verdict while nothing changes
+        assert http.request("GET", "/v2/_catalog", headers=bearer).status == 200
+    edit_entry(users, "bob", None)  # bob is removed; alice's line stays as it was
     assert http.request("GET", "/v2/_catalog", headers=bearer).status == 401
     listed = server.manage("listtokens")
     assert "orphaned" in listed.stdout and "bob" in listed.stdout
+    # Someone else named bob is added by editing the file, and no one purged the old tokens.
+    edit_entry(users, "bob", "a new bob")
+    for headers in (bearer, {"Authorization": "Basic " + base64.b64encode(f"token:{token}".encode()).decode()}):
+        for _ in range(4):
+            assert http.request("GET", "/v2/_catalog", headers=headers).status == 401  # not inherited
+    new_bob = {"username": "bob", "password": "a new bob"}
+    assert post(http, "/api/tokens/list", new_bob).json()["tokens"] == []
+    # A password changed because it leaked revokes what was made with it.
+    assert http.request("GET", "/v2/_catalog", headers={"Authorization": f"Bearer {alices}"}).status == 200
+    edit_entry(users, "alice", "a new password")
+    assert http.request("GET", "/v2/_catalog", headers={"Authorization": f"Bearer {alices}"}).status == 401
     purged = server.manage("purgetokens", "--orphaned")
-    assert purged.stdout.strip() == "deleted 1 orphaned tokens (of bob)"
-    write_htpasswd(server.workdir / "users.htpasswd", {"alice": "wonderland", "bob": "a new bob"})
-    assert http.request("GET", "/v2/_catalog", headers=bearer).status == 401  # not inherited
+    assert purged.stdout.strip() == "deleted 2 orphaned tokens (of alice, bob)", purged.stderr
 
 
 def test_one_user_holds_at_most_max_tokens_per_user(server: RegistryServer) -> None:
