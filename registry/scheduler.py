@@ -12,7 +12,8 @@ A scheduled run first applies the ``[[retention]]`` rules (registry.retention: t
 then collects blobs and expired uploads with ``[gc] grace_hours``, and the manifests the retention
 rules leave to go; elsewhere it never deletes untagged manifests, which only an explicit
 ``garbagecollect --delete-untagged`` does. It also purges expired API tokens (``manage.py
-purgetokens --expired`` does the same by hand).
+purgetokens --expired`` does the same by hand), and binds tokens made before owner stamps to their
+owner's htpasswd entry (tokens.owner_stamp).
 """
 from __future__ import annotations
 
