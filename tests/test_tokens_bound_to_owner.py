@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import logging
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +175,27 @@ def test_copytokens_carries_the_stamps_into_the_database(client, settings, auth_
     edit_entry(auth_on.htpasswd_file, "bob", "a new bob")
     assert catalog(client, kept.token) == 200
     assert catalog(client, bobs.token) == 401
+
+
+def test_an_expired_token_made_before_stamps_is_not_written_to(backend) -> None:
+    legacy = services.create_token("alice")
+    unstamp(legacy)
+    repo = services.repository()
+    stored = repo.get(services.token_digest(legacy.token))
+    repo.save(dataclasses.replace(stored, expires_at=stored.created_at - timedelta(seconds=1)))
+    assert services.authenticate_token(legacy.token) is None
+    assert stamp_of(legacy) == owner_stamp.UNSTAMPED
+
+
+def test_a_token_that_cannot_be_stamped_is_honoured_as_before(backend, monkeypatch, caplog) -> None:
+    legacy = services.create_token("alice")
+    unstamp(legacy)
+
+    def read_only(*args: object) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(type(services.repository()), "stamp", read_only)
+    with caplog.at_level(logging.WARNING, logger="tokens.services"):
+        assert services.authenticate_token(legacy.token).owner == "alice"
+    assert "could not be stamped" in caplog.text
+    assert stamp_of(legacy) == owner_stamp.UNSTAMPED

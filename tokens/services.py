@@ -238,7 +238,8 @@ def list_tokens(owner: str | None = None) -> list[TokenRecord]:
 def tokens_of_user(owner: str) -> list[TokenRecord]:
     """The tokens the user signed in as ``owner`` holds: not those an earlier user of the name, or
     the user with an earlier password, made (they are refused; only the server lists them)."""
-    return [record for record in list_tokens(owner) if not record.orphaned]
+    users = htpasswd.current_file().snapshot()
+    return [record for record in list_tokens(owner) if owner_stamp.holds(owner, record.owner_stamp, users)]
 
 
 def live_tokens_by_role() -> dict[Role, int]:
@@ -337,13 +338,14 @@ def _judge(repo: TokenStore, stored: StoredToken, users: htpasswd.Snapshot) -> T
     stamp = owner_stamp.current(stored.owner, users)
     if stamp is None:
         return None
-    if stored.owner_stamp == owner_stamp.UNSTAMPED:
+    if stored.owner_stamp == owner_stamp.UNSTAMPED and stored.expires_at > _now():
         found = _stamp_at_first_use(repo, stored, stamp)
         if found is None:
             return None  # revoked meanwhile
-        if found.owner_stamp == owner_stamp.UNSTAMPED:
-            return TokenRecord.from_stored(found)  # it could not be stamped: honoured as before stamps
         stored = found
+    if stored.owner_stamp == owner_stamp.UNSTAMPED:
+        # Expired (refused for that), or it could not be stamped: honoured as before stamps.
+        return TokenRecord.from_stored(stored)
     return TokenRecord.from_stored(stored) if hmac.compare_digest(stored.owner_stamp, stamp) else None
 
 
@@ -351,8 +353,8 @@ def _stamp_at_first_use(repo: TokenStore, stored: StoredToken, stamp: str) -> St
     try:
         return repo.stamp(stored.digest, stamp)
     except (OSError, DatabaseError) as exc:
-        log.warning("token %s could not be stamped with its owner's entry (%s); a later use tries again",
-                    stored.digest[:16], exc)
+        log.warning("token %s could not be stamped with its owner's entry (%s); honoured unstamped until "
+                    "it is", stored.digest[:16], exc)
         return stored
 
 
