@@ -12,7 +12,8 @@ A scheduled run first applies the ``[[retention]]`` rules (registry.retention: t
 then collects blobs and expired uploads with ``[gc] grace_hours``, and the manifests the retention
 rules leave to go; elsewhere it never deletes untagged manifests, which only an explicit
 ``garbagecollect --delete-untagged`` does. It also purges expired API tokens (``manage.py
-purgetokens --expired`` does the same by hand).
+purgetokens --expired`` does the same by hand), and binds tokens made before owner stamps to their
+owner's htpasswd entry (tokens.owner_stamp).
 """
 from __future__ import annotations
 
@@ -89,20 +90,24 @@ def run_if_due(now: float | None = None) -> gc.Result | None:
     except CollectionRunning:
         return None
     log.info("scheduled garbage collection finished: %s", result.summary(dry_run=False))
-    _purge_expired_tokens()
+    _maintain_tokens()
     return result
 
 
-def _purge_expired_tokens() -> None:
+def _maintain_tokens() -> None:
     from tokens import services
 
     try:
         purged = services.purge_expired()
+        stamped = services.stamp_unstamped()
     except Exception:  # the collection is done; a failure here is retried next interval
-        log.exception("purging expired API tokens failed")
+        log.exception("maintaining API tokens (purging expired ones, stamping old ones) failed")
         return
     if purged:
         log.info("scheduled maintenance purged %d expired API tokens", purged)
+    if stamped:
+        log.info("scheduled maintenance bound %d API tokens made before owner stamps to their owner's "
+                 "htpasswd entry", stamped)
 
 
 def _loop() -> None:

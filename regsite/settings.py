@@ -117,6 +117,13 @@ REGISTRY_MAX_MANIFEST_BYTES: int = SVC["registry"]["max_manifest_bytes"]
 REGISTRY_MAX_DESCRIPTORS: int = SVC["registry"]["max_descriptors"]
 REGISTRY_UPLOAD_EXPIRY_HOURS: int = SVC["registry"]["upload_expiry_hours"]
 REGISTRY_MAX_UPLOAD_SESSIONS: int = SVC["registry"]["max_upload_sessions"]
+# A referrers listing's page: descriptors, bytes of annotations, and the most one descriptor carries.
+REGISTRY_REFERRERS_PER_PAGE: int = SVC["registry"]["referrers_per_page"]
+REGISTRY_REFERRERS_PAGE_ANNOTATION_BYTES: int = SVC["registry"]["referrers_page_annotation_bytes"]
+REGISTRY_REFERRER_ANNOTATION_BYTES: int = SVC["registry"]["referrer_annotation_bytes"]
+# The UI's manifest page: entries (layers or index children) per page, and how much of its JSON it shows.
+UI_MANIFEST_ENTRIES_PER_PAGE: int = SVC["ui"]["manifest_entries_per_page"]
+UI_MANIFEST_JSON_BYTES: int = SVC["ui"]["manifest_json_bytes"]
 REGISTRY_GC_INTERVAL_HOURS: int = SVC["gc"]["interval_hours"]
 REGISTRY_GC_GRACE_HOURS: int = SVC["gc"]["grace_hours"]
 REGISTRY_MIN_FREE_BYTES: int = SVC["storage"]["min_free_bytes"]

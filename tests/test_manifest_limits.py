@@ -80,6 +80,19 @@ def test_the_ui_shows_a_big_manifest_in_pages(client) -> None:
     assert "201–250 of 250" in last
 
 
+def test_the_ui_manifest_page_follows_its_keys(client, settings) -> None:
+    settings.UI_MANIFEST_ENTRIES_PER_PAGE = 7
+    settings.UI_MANIFEST_JSON_BYTES = 600
+    body = _many_layers(client, 15)
+    assert put_manifest(client, NAME, "wide", body).status_code == 201
+    first = client.get(f"/ui/r/{NAME}/-/manifests/wide").content.decode()
+    assert "1–7 of 15" in first
+    assert f"({len(body)} bytes in all: the manifest" in first
+    assert "15–15 of 15" in client.get(f"/ui/r/{NAME}/-/manifests/wide?page=3").content.decode()
+    settings.UI_MANIFEST_JSON_BYTES = 256 * 1024
+    assert "bytes in all" not in client.get(f"/ui/r/{NAME}/-/manifests/wide").content.decode()
+
+
 def test_pages_render_an_image_config_holding_text_that_is_not_unicode(client) -> None:
     # A config is a blob: its bytes are whatever was pushed, so a lone surrogate cannot be refused.
     config = (b'{"architecture":"amd64","os":"linux","config":{"Labels":{"evil":"\\ud800"},"Env":["A=\\udfff"]},'

@@ -1,12 +1,12 @@
-"""The referrers list is bounded: pages of at most PAGE_SIZE descriptors and PAGE_BYTES of annotations,
-linked with rel="next"; a referrer with annotations too large for a listing is listed without them."""
+"""The referrers list is bounded: pages of at most [registry] referrers_per_page descriptors and
+referrers_page_annotation_bytes of annotations, linked with rel="next"; a referrer whose annotations
+are over referrer_annotation_bytes is listed without them."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from registry.services import referrers
 from tests.support.registry_client import push_image
 
 pytestmark = pytest.mark.django_db
@@ -35,32 +35,38 @@ def _all_pages(client, digest: str, query: str = "") -> tuple[list[dict], int]:
     return found, pages
 
 
-def test_it_pages_by_count(client, subject, monkeypatch) -> None:
-    monkeypatch.setattr(referrers, "PAGE_SIZE", 4)
+def test_it_pages_by_count(client, subject, settings) -> None:
+    settings.REGISTRY_REFERRERS_PER_PAGE = 4
     pushed = _push_referrers(client, subject[0], 10, 10)
     found, pages = _all_pages(client, subject[1])
     assert [d["digest"] for d in found] == pushed and pages == 3
 
 
-def test_it_ends_a_page_early_when_its_annotations_add_up(client, subject, monkeypatch) -> None:
-    monkeypatch.setattr(referrers, "PAGE_BYTES", 50_000)
+def test_it_ends_a_page_early_when_its_annotations_add_up(client, subject, settings) -> None:
+    settings.REGISTRY_REFERRERS_PAGE_ANNOTATION_BYTES = 50_000
     pushed = _push_referrers(client, subject[0], 6, 20_000)  # two fit in a page
     found, pages = _all_pages(client, subject[1])
     assert [d["digest"] for d in found] == pushed and pages == 3
     assert all(d["annotations"]["note"].endswith("x" * 100) for d in found)
 
 
-def test_it_lists_a_referrer_with_huge_annotations_without_them(client, subject) -> None:
-    [big] = _push_referrers(client, subject[0], 1, referrers.DESCRIPTOR_ANNOTATIONS + 1)
+def test_it_lists_a_referrer_with_huge_annotations_without_them(client, subject, settings) -> None:
+    [big] = _push_referrers(client, subject[0], 1, 64 * 1024 + 1)  # over the default
     response = client.get(f"/v2/{NAME}/referrers/{subject[1]}")
     [descriptor] = response.json()["manifests"]
     assert descriptor["digest"] == big and "annotations" not in descriptor
     assert len(response.content) < 1000
-    assert len(client.get(f"/v2/{NAME}/manifests/{big}").content) > referrers.DESCRIPTOR_ANNOTATIONS
+    assert len(client.get(f"/v2/{NAME}/manifests/{big}").content) > 64 * 1024
+    settings.REGISTRY_REFERRER_ANNOTATION_BYTES = 128 * 1024
+    [descriptor] = client.get(f"/v2/{NAME}/referrers/{subject[1]}").json()["manifests"]
+    assert len(descriptor["annotations"]["note"]) > 64 * 1024
+    settings.REGISTRY_REFERRER_ANNOTATION_BYTES = 1000
+    _push_referrers(client, subject[0], 1, 2000)
+    assert all("annotations" not in d for d in client.get(f"/v2/{NAME}/referrers/{subject[1]}").json()["manifests"])
 
 
-def test_the_next_link_keeps_the_artifact_type_filter(client, subject, monkeypatch) -> None:
-    monkeypatch.setattr(referrers, "PAGE_SIZE", 1)
+def test_the_next_link_keeps_the_artifact_type_filter(client, subject, settings) -> None:
+    settings.REGISTRY_REFERRERS_PER_PAGE = 1
     for n in range(3):
         push_image(client, NAME, f"sig{n}", subject=subject[0], artifact_type="application/vnd.example.sig")
     push_image(client, NAME, "other", subject=subject[0], artifact_type="application/vnd.example.other")

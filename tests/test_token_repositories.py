@@ -23,9 +23,12 @@ pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 11, 24, 8, 0, tzinfo=timezone.utc)
 
 
-def record(n: int, owner: str = "alice", role: str = "read") -> StoredToken:
+def record(n: int, owner: str = "alice", role: str = "read", stamp: str = "") -> StoredToken:
     digest = hashlib.sha256(f"token {n}".encode()).hexdigest()
-    return StoredToken(digest, owner, role, f"token {n}", NOW, NOW + timedelta(days=n))
+    return StoredToken(digest, owner, role, f"token {n}", NOW, NOW + timedelta(days=n), stamp)
+
+
+STAMP_A, STAMP_B = "a" * 64, "b" * 64
 
 
 @pytest.fixture(params=["files", "database"])
@@ -63,6 +66,32 @@ def test_it_deletes_a_record_once(repo: TokenStore) -> None:
     assert repo.delete(record(1).digest) is True
     assert repo.get(record(1).digest) is None
     assert repo.delete(record(1).digest) is False
+
+
+def test_it_keeps_the_owner_stamp_and_records_without_one(repo: TokenStore) -> None:
+    repo.save(record(1, stamp=STAMP_A))
+    repo.save(record(2))  # made before stamps existed
+    assert repo.get(record(1).digest).owner_stamp == STAMP_A
+    assert repo.get(record(2).digest).owner_stamp == ""
+    assert {r.digest: r.owner_stamp for r in repo.of_owner("alice")} == {
+        record(1).digest: STAMP_A, record(2).digest: ""}
+    assert {r.owner_stamp for r in repo.all()} == {STAMP_A, ""}
+
+
+def test_it_stamps_an_unstamped_record_once(repo: TokenStore) -> None:
+    repo.save(record(1))
+    assert repo.stamp(record(1).digest, STAMP_A) == record(1, stamp=STAMP_A)
+    assert repo.get(record(1).digest) == record(1, stamp=STAMP_A)
+    # Stamped already (by another worker, with the entry it saw): left as it is.
+    assert repo.stamp(record(1).digest, STAMP_B) == record(1, stamp=STAMP_A)
+    assert repo.get(record(1).digest).owner_stamp == STAMP_A
+
+
+def test_stamping_a_deleted_record_does_not_bring_it_back(repo: TokenStore) -> None:
+    repo.save(record(1))
+    repo.delete(record(1).digest)
+    assert repo.stamp(record(1).digest, STAMP_A) is None
+    assert repo.get(record(1).digest) is None and repo.all() == []
 
 
 def test_it_finds_one_owners_records(repo: TokenStore) -> None:

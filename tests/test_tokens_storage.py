@@ -13,7 +13,7 @@ import bcrypt
 import pytest
 
 from tests.support.auth import auth_paths  # noqa: F401  (fixture)
-from tokens import services
+from tokens import htpasswd, owner_stamp, services
 
 
 def test_it_stores_one_private_file_named_by_the_hash(auth_paths) -> None:
@@ -32,6 +32,7 @@ def test_it_stores_one_private_file_named_by_the_hash(auth_paths) -> None:
     assert record == {
         "owner": "alice", "role": "write", "description": "laptop", "hash": digest,
         "created_at": created.created_at.isoformat(), "expires_at": created.expires_at.isoformat(),
+        "owner_stamp": owner_stamp.current("alice", htpasswd.current_file().snapshot()),
     }
 
 
@@ -93,6 +94,7 @@ def test_it_skips_and_logs_corrupt_files(auth_paths, caplog, content: str) -> No
 @pytest.mark.parametrize("change", [
     {"role": "root"}, {"owner": ""}, {"hash": "0" * 64}, {"expires_at": "tomorrow"},
     {"expires_at": "2999-01-01T00:00:00"}, {"description": 5},
+    {"owner_stamp": 5}, {"owner_stamp": "not hex"}, {"owner_stamp": "0" * 64},  # another entry's stamp
 ])
 def test_it_never_grants_from_a_tampered_record(auth_paths, change: dict[str, object]) -> None:
     created = services.create_token("alice", "read")

@@ -18,7 +18,8 @@ from tokens.repository import DIGEST, StoredToken
 
 
 def _stored(row: queries.TokenRow) -> StoredToken:
-    return StoredToken(row.digest, row.owner, Role(row.role), row.description, row.created_at, row.expires_at)
+    return StoredToken(row.digest, row.owner, Role(row.role), row.description, row.created_at, row.expires_at,
+                       row.owner_stamp)
 
 
 COUNTS_SECONDS = 30.0
@@ -34,7 +35,7 @@ class DatabaseTokenRepository:
     def save(self, token: StoredToken) -> None:
         self._counts = None
         queries.save_token(queries.TokenRow(token.digest, token.owner, str(token.role), token.description,
-                                            token.created_at, token.expires_at))
+                                            token.created_at, token.expires_at, token.owner_stamp))
 
     def get(self, digest: str) -> StoredToken | None:
         if not DIGEST.match(digest):
@@ -45,6 +46,10 @@ class DatabaseTokenRepository:
     def delete(self, digest: str) -> bool:
         self._counts = None
         return queries.delete_token(digest)
+
+    def stamp(self, digest: str, owner_stamp: str) -> StoredToken | None:
+        queries.stamp_token(digest, owner_stamp)
+        return self.get(digest)
 
     def all(self, prefix: str = "") -> list[StoredToken]:
         return [_stored(row) for row in queries.tokens(prefix)]

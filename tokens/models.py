@@ -37,7 +37,8 @@ class LoginFailure(models.Model):
 
 
 class Token(models.Model):
-    """An API token's record: its SHA-256 (never the token), owner, role and lifetime."""
+    """An API token's record: its SHA-256 (never the token), owner, role and lifetime, and the stamp
+    of its owner's htpasswd entry when it was made (tokens.owner_stamp; empty: made before stamps)."""
 
     digest = models.CharField(max_length=64, primary_key=True)
     owner = models.CharField(max_length=255, db_index=True)
@@ -45,6 +46,9 @@ class Token(models.Model):
     description = models.CharField(max_length=256, blank=True, default="")
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField(db_index=True)
+    # A database default too: the previous release, running during an upgrade, inserts rows
+    # without it (they are stamped at their first use, as older ones are).
+    owner_stamp = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     def __str__(self) -> str:
         return f"{self.digest[:16]} of {self.owner}"

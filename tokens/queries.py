@@ -1,8 +1,9 @@
 """Every database statement of the tokens app, as named functions returning small typed rows.
 
-The throttle and the token records read as domain code above these. One statement is written by
+The throttle and the token records read as domain code above these. Two statements are written by
 hand: ``login_wait``, which runs before every password check (on every Basic-authenticated registry
-request); compiling the ORM query cost more than running it (figures in the commit that wrote it).
+request), and ``token``, which runs on every request with an API token when tokens are in the
+database; compiling the ORM query cost more than running it (figures in the commits that wrote them).
 """
 from __future__ import annotations
 
@@ -131,24 +132,49 @@ class TokenRow:
     description: str
     created_at: datetime
     expires_at: datetime
+    owner_stamp: str
 
 
-_TOKEN_FIELDS = ("digest", "owner", "role", "description", "created_at", "expires_at")
+_TOKEN_FIELDS = ("digest", "owner", "role", "description", "created_at", "expires_at", "owner_stamp")
 
 
 def _rows(values: Iterable[tuple[Any, ...]]) -> list[TokenRow]:
     return [TokenRow(*row) for row in values]
 
 
+@cache
+def _token_sql() -> str:
+    table = connection.ops.quote_name(Token._meta.db_table)
+    return f"SELECT {', '.join(_TOKEN_FIELDS)} FROM {table} WHERE digest = %s"
+
+
+def _moment(value: Any) -> datetime:
+    if isinstance(value, str):  # SQLite hands back text from a raw cursor
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
 def token(digest: str) -> TokenRow | None:
-    row = Token.objects.filter(digest=digest).values_list(*_TOKEN_FIELDS).first()
-    return TokenRow(*row) if row is not None else None
+    """The token's row: every request with an API token asks, so the statement is prebuilt (the
+    ORM's compiling of it cost more than running it)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_token_sql(), [digest])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    digest, owner, role, description, created_at, expires_at, owner_stamp = row
+    return TokenRow(digest, owner, role, description, _moment(created_at), _moment(expires_at), owner_stamp)
 
 
 def save_token(row: TokenRow) -> None:
     Token.objects.update_or_create(digest=row.digest, defaults={
         "owner": row.owner, "role": row.role, "description": row.description,
-        "created_at": row.created_at, "expires_at": row.expires_at})
+        "created_at": row.created_at, "expires_at": row.expires_at, "owner_stamp": row.owner_stamp})
+
+
+def stamp_token(digest: str, owner_stamp: str) -> bool:
+    """Stamp the token if it is there and unstamped: an UPDATE, so a deleted row stays deleted."""
+    return bool(Token.objects.filter(digest=digest, owner_stamp="").update(owner_stamp=owner_stamp))
 
 
 def delete_token(digest: str) -> bool:

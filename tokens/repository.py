@@ -2,7 +2,9 @@
 
     <token_storage>/                  0700
         <64 hex digits of sha256>     0600  {"owner", "role", "description",
-                                             "created_at", "expires_at", "hash"}
+                                             "created_at", "expires_at", "hash",
+                                             "owner_stamp"}  (tokens.owner_stamp; absent
+                                                              in records made before it)
         .<64 hex digits>.*.tmp        a write in progress (renamed into place when complete)
 
 The token itself is never stored. Looking a token up is one hash and one open(); every gunicorn
@@ -13,19 +15,23 @@ grants access. Who owns which file, and the roles and expiries, are indexed in m
 """
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import json
 import logging
 import os
 import stat
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Iterator, Protocol
 
 from registry.digests import HEX
 from regsite.files import fsync_directory, replace_file
 from tokens.access import Role
 from tokens.file_index import DirectoryIndex, Indexed
+from tokens.owner_stamp import STAMP, UNSTAMPED
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +47,20 @@ class StoredToken:
     description: str
     created_at: datetime
     expires_at: datetime
+    owner_stamp: str = UNSTAMPED  # the owner's htpasswd entry when it was made (tokens.owner_stamp)
 
     def to_json(self) -> str:
-        return json.dumps({
+        data = {
             "owner": self.owner,
             "role": str(self.role),
             "description": self.description,
             "created_at": self.created_at.isoformat(),
             "expires_at": self.expires_at.isoformat(),
             "hash": self.digest,
-        }, indent=1) + "\n"
+        }
+        if self.owner_stamp != UNSTAMPED:
+            data["owner_stamp"] = self.owner_stamp
+        return json.dumps(data, indent=1) + "\n"
 
 
 class TokenStore(Protocol):
@@ -64,6 +74,11 @@ class TokenStore(Protocol):
     def get(self, digest: str) -> StoredToken | None: ...
 
     def delete(self, digest: str) -> bool: ...
+
+    def stamp(self, digest: str, owner_stamp: str) -> StoredToken | None:
+        """Give an unstamped record its owner's stamp, unless it was deleted or stamped meanwhile
+        (a revocation racing a first use must not bring the record back); the record as stored."""
+        ...
 
     def all(self, prefix: str = "") -> list[StoredToken]: ...
 
@@ -117,8 +132,11 @@ def parse_record(digest: str, raw: bytes) -> StoredToken:
         raise CorruptRecord("role is not read, write or admin")
     if not isinstance(description, str):
         raise CorruptRecord("description is not a string")
+    owner_stamp = data.get("owner_stamp", UNSTAMPED)
+    if not isinstance(owner_stamp, str) or (owner_stamp != UNSTAMPED and not STAMP.fullmatch(owner_stamp)):
+        raise CorruptRecord("owner_stamp is not 64 hexadecimal digits")
     return StoredToken(digest, owner, role, description,
-                       _timestamp(data, "created_at"), _timestamp(data, "expires_at"))
+                       _timestamp(data, "created_at"), _timestamp(data, "expires_at"), owner_stamp)
 
 
 # Parsed records by path, each with the identity of the file it came from. A lookup still stats
@@ -199,13 +217,39 @@ class TokenRepository:
             log.warning("token file %s in %s is corrupt (%s); ignored", digest[:16], self.directory, exc)
             return None
 
-    def delete(self, digest: str) -> bool:
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Deletions and stamps one at a time, across processes (an flock on the directory)."""
         try:
-            (self.directory / digest).unlink()
+            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
         except FileNotFoundError:
-            return False
-        fsync_directory(self.directory)
-        return True
+            yield  # no directory: nothing to delete or stamp
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def delete(self, digest: str) -> bool:
+        with self._locked():
+            try:
+                (self.directory / digest).unlink()
+            except FileNotFoundError:
+                return False
+            fsync_directory(self.directory)
+            return True
+
+    def stamp(self, digest: str, owner_stamp: str) -> StoredToken | None:
+        # Under the lock a revocation cannot fall between the check and the rename that would
+        # put the record back.
+        with self._locked():
+            current = self.get(digest)
+            if current is None or current.owner_stamp != UNSTAMPED:
+                return current
+            stamped = dataclasses.replace(current, owner_stamp=owner_stamp)
+            self.save(stamped)
+            return stamped
 
     def _records(self, names: Iterable[str]) -> list[StoredToken]:
         # Read again (a stat, and the parse when the file changed): the index may lag a file

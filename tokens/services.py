@@ -3,29 +3,35 @@
 
 A token is ``svc_`` followed by 43 URL-safe characters (256 random bits). Only its SHA-256 is
 stored; the first 16 hex digits of that hash (``hash_prefix``) name it in lists and revocations.
-A token lives only as long as its owner is a user of the htpasswd file: one whose owner left it is
-refused at once, listed as orphaned, and purged by ``manage.py purgetokens``.
+A token lives only as long as its owner is the user of the htpasswd file it was made for, with the
+entry it had then (tokens.owner_stamp): one whose owner left the file, was added again or had their
+password changed is refused at once, listed as orphaned, and purged by ``manage.py purgetokens``.
 """
 from __future__ import annotations
 
 import hashlib
+import hmac
+import logging
 import math
 import re
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 
-from tokens import htpasswd
+from tokens import htpasswd, owner_stamp
 from tokens.access import DEFAULT_ROLE, ROLE_NAMES, Role
 from tokens.db_repository import DatabaseTokenRepository
 from tokens.htpasswd import validate_username
 from tokens.repository import StoredToken, TokenRepository, TokenStore
+
+log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "svc_"
 TOKEN_SHAPE = re.compile(r"^svc_[A-Za-z0-9_-]{43}$")
@@ -100,6 +106,7 @@ class TokenRecord:
     description: str
     created_at: datetime
     expires_at: datetime
+    owner_stamp: str = field(default=owner_stamp.UNSTAMPED, repr=False, compare=False)
 
     @property
     def expired(self) -> bool:
@@ -107,13 +114,14 @@ class TokenRecord:
 
     @property
     def orphaned(self) -> bool:
-        """Its owner is no longer in the htpasswd file: it is refused, and purgetokens removes it."""
-        return self.owner not in htpasswd.current_file().snapshot().users
+        """Its owner is no longer the user it was made for (gone from the htpasswd file, added
+        again, or with another password): it is refused, and purgetokens removes it."""
+        return not owner_stamp.holds(self.owner, self.owner_stamp, htpasswd.current_file().snapshot())
 
     @classmethod
     def from_stored(cls, stored: StoredToken) -> TokenRecord:
         return cls(stored.digest[:HASH_PREFIX_LENGTH], stored.owner, stored.role, stored.description,
-                   stored.created_at, stored.expires_at)
+                   stored.created_at, stored.expires_at, stored.owner_stamp)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -199,25 +207,39 @@ def create_token(owner: str, role: Role | str = DEFAULT_ROLE, ttl_days: int = DE
     role = validate_role(role)
     ttl_days = validate_ttl_days(ttl_days)
     description = validate_description(description)
+    stamp = owner_stamp.current(owner, htpasswd.current_file().snapshot())
+    if stamp is None:
+        raise InvalidTokenRequest("username", f"no user {owner!r} in the htpasswd file")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     created_at = _now()
     stored = StoredToken(token_digest(token), owner, role, description, created_at,
-                         created_at + timedelta(days=ttl_days))
+                         created_at + timedelta(days=ttl_days), stamp)
     repo = repository()
     # Counted, then saved: two creates at the very same moment could pass it together. The limit
     # bounds what one user can make the registry keep, not a security boundary.
     if repo.live_count_of(owner, created_at) >= settings.AUTH_MAX_TOKENS_PER_USER:
-        raise TooManyTokens(owner, settings.AUTH_MAX_TOKENS_PER_USER)
+        # Tokens left from an earlier password (or an earlier user of the name) are dead and
+        # invisible to the user: they must not hold places.
+        _purge(_orphaned_of(repo, owner))
+        if repo.live_count_of(owner, created_at) >= settings.AUTH_MAX_TOKENS_PER_USER:
+            raise TooManyTokens(owner, settings.AUTH_MAX_TOKENS_PER_USER)
     repo.save(stored)
     return CreatedToken(token, stored.digest[:HASH_PREFIX_LENGTH], role, description, created_at,
                         stored.expires_at, ttl_days)
 
 
 def list_tokens(owner: str | None = None) -> list[TokenRecord]:
-    """One user's tokens (without reading anyone else's), or every token."""
+    """One user's tokens (without reading anyone else's), or every token, orphaned ones included."""
     repo = repository()
     stored = repo.all() if owner is None else repo.of_owner(owner)
     return sorted(map(TokenRecord.from_stored, stored), key=lambda r: (r.created_at, r.hash_prefix))
+
+
+def tokens_of_user(owner: str) -> list[TokenRecord]:
+    """The tokens the user signed in as ``owner`` holds: not those an earlier user of the name, or
+    the user with an earlier password, made (they are refused; only the server lists them)."""
+    users = htpasswd.current_file().snapshot()
+    return [record for record in list_tokens(owner) if owner_stamp.holds(owner, record.owner_stamp, users)]
 
 
 def live_tokens_by_role() -> dict[Role, int]:
@@ -230,15 +252,49 @@ def purge_expired(before: datetime | None = None) -> int:
     return repository().delete_expired(before or _now())
 
 
-def orphaned_owners() -> set[str]:
-    """Owners of tokens who are no longer in the htpasswd file."""
-    return repository().owners() - set(htpasswd.current_file().snapshot().users)
+def _orphaned_of(repo: TokenStore, owner: str) -> list[StoredToken]:
+    users = htpasswd.current_file().snapshot()
+    return [s for s in repo.of_owner(owner) if not owner_stamp.holds(s.owner, s.owner_stamp, users)]
+
+
+def _purge(records: list[StoredToken]) -> int:
+    repo = repository()
+    return sum(repo.delete(stored.digest) for stored in records)
+
+
+def orphaned_tokens() -> list[StoredToken]:
+    """Tokens whose owner is not the user they were made for any more: gone from the htpasswd
+    file, or there with another entry (added again, or another password)."""
+    repo = repository()
+    return [stored for owner in sorted(repo.owners()) for stored in _orphaned_of(repo, owner)]
+
+
+def purge_orphaned() -> tuple[int, set[str]]:
+    """Delete the orphaned tokens; how many, and of which owners."""
+    orphans = orphaned_tokens()
+    return _purge(orphans), {stored.owner for stored in orphans}
 
 
 def purge_tokens_of(owners: set[str]) -> int:
     """Delete every token of these owners; how many."""
     repo = repository()
-    return sum(repo.delete(stored.digest) for owner in owners for stored in repo.of_owner(owner))
+    return _purge([stored for owner in owners for stored in repo.of_owner(owner)])
+
+
+def stamp_unstamped() -> int:
+    """Stamp the tokens made before stamps existed with their owner's entry now (those whose owner
+    is gone stay as they are: refused); how many. The scheduled maintenance runs this, so that a
+    token unused since the upgrade is bound to its owner before the entry can change."""
+    repo = repository()
+    users = htpasswd.current_file().snapshot()
+    stamped = 0
+    for stored in repo.all():
+        stamp = owner_stamp.current(stored.owner, users)
+        if stored.owner_stamp == owner_stamp.UNSTAMPED and stamp is not None:
+            found = repo.stamp(stored.digest, stamp)
+            if found is not None and found.owner_stamp == stamp:
+                stamped += 1
+    return stamped
 
 
 def revoke_token(owner: str | None, hash_prefix: str) -> None:
@@ -247,8 +303,11 @@ def revoke_token(owner: str | None, hash_prefix: str) -> None:
         raise InvalidPrefix()
     prefix = hash_prefix.lower()
     repo = repository()
-    # Another user's token is "not found" too: the answer must not reveal that it exists.
-    matches = [s for s in repo.all(prefix) if owner is None or s.owner == owner]
+    users = htpasswd.current_file().snapshot()
+    # Another user's token is "not found" too: the answer must not reveal that it exists. So is one
+    # an earlier user of the same name made.
+    matches = [s for s in repo.all(prefix)
+               if owner is None or (s.owner == owner and owner_stamp.holds(owner, s.owner_stamp, users))]
     if not matches:
         raise TokenNotFound(prefix)
     for stored in matches:
@@ -257,9 +316,8 @@ def revoke_token(owner: str | None, hash_prefix: str) -> None:
 
 def authenticate_token(token: str) -> TokenRecord | None:
     """The live token's record: one hash, one file lookup. None for unknown or expired tokens, and
-    for those whose owner is no longer in the htpasswd file (a stat of the file, re-read when it
-    changed): such a token dies with its user. (Purged, it cannot pass to a later user of the same
-    name: ``manage.py adduser`` purges them when it adds that name.)"""
+    for those whose owner is no longer the user they were made for (a stat of the htpasswd file,
+    re-read when it changed, and one SHA-256: tokens.owner_stamp)."""
     if not TOKEN_SHAPE.match(token):
         return None
     return live_record(token_digest(token))
@@ -269,23 +327,49 @@ def authenticate_token(token: str) -> TokenRecord | None:
 # it came from are the very objects the repository and the htpasswd file return (each is read
 # again, after a stat per request, once its file changes), with its expiry as a number: a Bearer
 # request then builds no record and no datetime. The database repository returns a new record
-# each time, so with it this never hits.
+# each time, so with it this never hits. The owner's stamp is part of the conclusion, so any change
+# of the htpasswd file (a user added again, a password changed) judges the token afresh.
 _Verdict = tuple[StoredToken, htpasswd.Snapshot, TokenRecord | None, float]
 _verdicts: dict[str, _Verdict] = {}
 _VERDICTS_MAX = 4096
 
 
+def _judge(repo: TokenStore, stored: StoredToken, users: htpasswd.Snapshot) -> TokenRecord | None:
+    stamp = owner_stamp.current(stored.owner, users)
+    if stamp is None:
+        return None
+    if stored.owner_stamp == owner_stamp.UNSTAMPED and stored.expires_at > _now():
+        found = _stamp_at_first_use(repo, stored, stamp)
+        if found is None:
+            return None  # revoked meanwhile
+        stored = found
+    if stored.owner_stamp == owner_stamp.UNSTAMPED:
+        # Expired (refused for that), or it could not be stamped: honoured as before stamps.
+        return TokenRecord.from_stored(stored)
+    return TokenRecord.from_stored(stored) if hmac.compare_digest(stored.owner_stamp, stamp) else None
+
+
+def _stamp_at_first_use(repo: TokenStore, stored: StoredToken, stamp: str) -> StoredToken | None:
+    try:
+        return repo.stamp(stored.digest, stamp)
+    except (OSError, DatabaseError) as exc:
+        log.warning("token %s could not be stamped with its owner's entry (%s); honoured unstamped until "
+                    "it is", stored.digest[:16], exc)
+        return stored
+
+
 def live_record(digest: str) -> TokenRecord | None:
-    """The record of the token with this SHA-256, unless it is revoked or expired or its owner left
-    the htpasswd file (signed tokens issued for an API token are checked through here too)."""
-    stored = repository().get(digest)
+    """The record of the token with this SHA-256, unless it is revoked or expired or its owner is
+    no longer the user it was made for (signed tokens issued for an API token are checked through
+    here too)."""
+    repo = repository()
+    stored = repo.get(digest)
     if stored is None:
         return None
     users = htpasswd.current_file().snapshot()
     verdict = _verdicts.get(digest)
     if verdict is None or verdict[0] is not stored or verdict[1] is not users:
-        record = TokenRecord.from_stored(stored) if stored.owner in users.users else None
-        verdict = (stored, users, record, stored.expires_at.timestamp())
+        verdict = (stored, users, _judge(repo, stored, users), stored.expires_at.timestamp())
         if len(_verdicts) >= _VERDICTS_MAX:
             _verdicts.clear()
         _verdicts[digest] = verdict

@@ -135,7 +135,7 @@ def create_token(request: AuthenticatedHttpRequest, body: dict[str, Any], userna
 
 @token_api
 def list_tokens(request: AuthenticatedHttpRequest, body: dict[str, Any], username: str) -> HttpResponse:
-    return JsonResponse({"tokens": [record.as_dict() for record in services.list_tokens(username)]})
+    return JsonResponse({"tokens": [record.as_dict() for record in services.tokens_of_user(username)]})
 
 
 @token_api

@@ -215,13 +215,20 @@ def _upload_session() -> Spec:
 
 
 def _referrers() -> Spec:
-    ok = response("Manifests whose subject is the digest (empty for an unknown digest).",
+    ok = response("Manifests whose subject is the digest (empty for an unknown digest), a page at a time: "
+                  "at most `[registry] referrers_per_page` descriptors, ending early once their annotations "
+                  "add up to `referrers_page_annotation_bytes`; a referrer whose annotations are over "
+                  "`referrer_annotation_bytes` is listed without them.",
                   ref("schemas", "ImageIndex"), media_type=OCI_INDEX,
                   headers={"OCI-Filters-Applied": {"description": "`artifactType` when filtered.",
-                                                   "schema": {"type": "string"}}})
+                                                   "schema": {"type": "string"}},
+                           "Link": {"description": '`<...>; rel="next"`: the next page, when more follow.',
+                                    "schema": {"type": "string"}}})
     artifact = _query("artifactType", "Only referrers of this artifact type.")
+    last = _query("last", "The digest of the last referrer of the previous page (from the `Link` header).")
     return {"parameters": [_p("name"), _p("digest")],
-            "get": _op("List referrers", "listReferrers", {"200": ok, **_errors(400)}, parameters=[artifact])}
+            "get": _op("List referrers", "listReferrers", {"200": ok, **_errors(400)},
+                       parameters=[artifact, last])}
 
 
 def _unknown() -> Spec:

@@ -52,7 +52,9 @@ def api_token_paths() -> dict[str, Spec]:
             credentials_note + f" `role` defaults to {DEFAULT_ROLE}, `ttl_days` to 30 (1..3650)."),
         "/api/tokens/list": _token_op(
             "List the user's API tokens", "listTokens", "Credentials", "200",
-            response("The user's tokens; never the token itself nor its full hash.", ref("schemas", "TokenList")),
+            response("The user's tokens; never the token itself nor its full hash. Tokens made before the "
+                     "user's password changed, or by an earlier user of the same name, are not listed: "
+                     "they are refused.", ref("schemas", "TokenList")),
             credentials_note),
         "/api/tokens/revoke": _token_op(
             "Revoke an API token", "revokeToken", "TokenRevokeRequest", "200",

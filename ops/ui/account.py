@@ -76,7 +76,7 @@ def tokens(request: UiRequest) -> HttpResponse:
         if form.errors:
             status = 400
     return page(request, "tokens.html", {
-        "nav": "tokens", "form": form, "created": created, "tokens": services.list_tokens(owner),
+        "nav": "tokens", "form": form, "created": created, "tokens": services.tokens_of_user(owner),
         "roles": [(role.value, ROLE_HELP[role]) for role in Role],
         "revoked": _revoked(request),
     }, status)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from registry.media_types import IMAGE_CONFIG_TYPES
 from registry.services.manifest_format import Descriptor, read_stored
 
@@ -39,23 +41,22 @@ class Summary:
         return self.config is not None and self.config.media_type in IMAGE_CONFIG_TYPES
 
 
-# A page shows this much of a manifest's JSON; the rest is a link to the raw manifest.
-PRETTY_LIMIT = 256 * 1024
-
-
 def pretty(body: bytes) -> str:
+    """The manifest's JSON, indented, up to ``[ui] manifest_json_bytes`` of it; the rest is a link
+    to the raw manifest."""
+    limit = settings.UI_MANIFEST_JSON_BYTES
     try:
         doc = json.loads(body)
     except (UnicodeDecodeError, ValueError, RecursionError):
         doc = None
     if not isinstance(doc, dict) or not doc:
-        text = body[:PRETTY_LIMIT].decode("utf-8", errors="replace")
+        text = body[:limit].decode("utf-8", errors="replace")
     else:
         # Lone surrogates (stored before pushes refused them) are written out, not sent as
         # text that cannot be encoded.
         text = json.dumps(doc, indent=2, ensure_ascii=False).encode("utf-8", "backslashreplace").decode()
-    if len(text) > PRETTY_LIMIT:
-        return text[:PRETTY_LIMIT] + f"\n… ({len(body)} bytes in all: the manifest's own URL gives the rest)"
+    if len(text) > limit:
+        return text[:limit] + f"\n… ({len(body)} bytes in all: the manifest's own URL gives the rest)"
     return text
 
 

@@ -42,9 +42,6 @@ def _choice(request: HttpRequest, key: str, allowed: tuple[str, ...]) -> str:
     return value if value in allowed else allowed[0]
 
 
-DESCRIPTORS_PER_PAGE = 100
-
-
 def _mirror(name: str, repository_id: int | None = None) -> dict[str, object] | None:
     """What the pages show of a pull-through cache's repository (or manifest): its upstream and,
     for a repository, its last pull (a manifest page shows its own, as for any manifest)."""
@@ -97,7 +94,8 @@ def manifest_detail(request: HttpRequest, name: str, reference: str) -> HttpResp
     summary = summarize(info.body, info.media_type)
     config = read_config(name, summary.config, summary.layers) if summary.config and summary.is_image else None
     # A manifest may list up to [registry] max_descriptors entries: the page shows them in pages.
-    listed = Paginator(summary.children or summary.layers, DESCRIPTORS_PER_PAGE).get_page(request.GET.get("page"))
+    listed = Paginator(summary.children or summary.layers,
+                       settings.UI_MANIFEST_ENTRIES_PER_PAGE).get_page(request.GET.get("page"))
     children = list(listed.object_list) if summary.is_index else []
     linked = queries.present(info.repository_id, [c.digest for c in children] + [summary.subject])
     return page(request, "manifest.html", {

@@ -1,11 +1,12 @@
 """The referrers API: manifests in a repository whose ``subject`` is a given digest, a page at a time.
 
 A subject may gather any number of referrers, each with annotations up to the manifest size limit,
-so a listing is bounded twice: at most PAGE_SIZE descriptors, and at most PAGE_BYTES of annotations
-(a page then ends early; the spec lets a registry page with ``Link: ...; rel="next"``). A
-referrer whose annotations alone are over DESCRIPTOR_ANNOTATIONS is listed without them (its own
-manifest still has them). Annotations are measured in the database and loaded only for what a page
-carries, so the memory of a listing does not depend on what is stored.
+so a listing is bounded twice: at most ``[registry] referrers_per_page`` descriptors, and at most
+``referrers_page_annotation_bytes`` of annotations (a page then ends early; the spec lets a registry
+page with ``Link: ...; rel="next"``). A referrer whose annotations alone are over
+``referrer_annotation_bytes`` is listed without them (its own manifest still has them). Annotations
+are measured in the database and loaded only for what a page carries, so the memory of a listing
+does not depend on what is stored.
 """
 from __future__ import annotations
 
@@ -13,14 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+
 from registry import queries
 from registry.media_types import OCI_INDEX
 from registry.services.common import check_name, parse_digest
-
-PAGE_SIZE = 100
-PAGE_BYTES = 1024 * 1024
-DESCRIPTOR_ANNOTATIONS = 64 * 1024
-
 
 @dataclass(frozen=True)
 class Referrer:
@@ -42,20 +40,21 @@ def referrer_rows(subject: str, repository: str, artifact_type: str | None = Non
                   limit: int | None = None, budget: int | None = None) -> tuple[list[Referrer], bool]:
     """Referrers of ``subject`` in creation order after the one whose digest is ``after``; also
     whether more follow. Shared by the API and the UI."""
-    limit = PAGE_SIZE if limit is None else limit
-    budget = PAGE_BYTES if budget is None else budget
+    limit = settings.REGISTRY_REFERRERS_PER_PAGE if limit is None else limit
+    budget = settings.REGISTRY_REFERRERS_PAGE_ANNOTATION_BYTES if budget is None else budget
+    most = settings.REGISTRY_REFERRER_ANNOTATION_BYTES
     rows = queries.referrer_rows(subject, repository, artifact_type, after, limit + 1)
     more = len(rows) > limit
     carried: list[queries.ReferrerRow] = []
     spent = 0
     for row in rows[:limit]:
-        if row.annotations_size <= DESCRIPTOR_ANNOTATIONS:
+        if row.annotations_size <= most:
             if spent + row.annotations_size > budget and carried:
                 more = True
                 break
             spent += row.annotations_size
         carried.append(row)
-    notes = queries.annotations_of([row.id for row in carried if row.annotations_size <= DESCRIPTOR_ANNOTATIONS])
+    notes = queries.annotations_of([row.id for row in carried if row.annotations_size <= most])
     return [Referrer(row.digest, row.media_type, row.artifact_type, row.size, notes.get(row.id), row.created_at)
             for row in carried], more
 

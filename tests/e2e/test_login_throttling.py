@@ -125,7 +125,7 @@ def test_guessing_spread_over_addresses_is_logged_and_counted(registry_with_user
 
 
 PUBLIC = ["/health", "/ready", "/metrics", "/api-docs/", "/api-docs/openapi.json", "/ui/", "/ui/sign-in",
-          "/static/ops/no-such-file.css"]
+          "/static/ops/no-such-file.css", "/static/ui/ui.js", "/static/ops/api-docs.css"]
 
 
 def test_credentials_sent_to_public_endpoints_are_not_checked(registry_with_users) -> None:
@@ -135,7 +135,12 @@ def test_credentials_sent_to_public_endpoints_are_not_checked(registry_with_user
         for _ in range(15):
             reply = http.request("GET", path, headers={"Authorization": basic("alice", "wrong")})
             assert reply.status in (200, 302, 404) and "www-authenticate" not in reply.headers, path
+    # The UI's and the API docs' assets are served, to anyone, whatever credentials come with them.
+    for asset in ("/static/ui/ui.js", "/static/ops/api-docs.css"):
+        reply = http.request("GET", asset, headers={"Authorization": basic("alice", "wrong")})
+        assert reply.status == 200 and len(reply.body) > 100, asset
     assert metric(http, "registry_auth_attempts_total") == 0
+    assert "alice" not in server.log_path.read_text()  # nor logged as an attempt
     ok = http.request("GET", "/v2/_catalog", headers={"Authorization": basic("alice", "wonderland")})
     assert ok.status == 200
     # The version check does check them: that is how `docker login` verifies a password.

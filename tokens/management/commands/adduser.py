@@ -18,8 +18,8 @@ class Command(BaseCommand):
     help = (
         "Write a bcrypt entry for USERNAME into the htpasswd file ([auth] htpasswd_file), creating "
         "the file if needed and replacing the user's old entry. The password comes from "
-        "--password-stdin or is prompted for on a terminal. A new user does not inherit the API "
-        "tokens of an earlier user of the same name: they are deleted."
+        "--password-stdin or is prompted for on a terminal. The user's API tokens stop working "
+        "(those of an earlier user of the same name, or made with the old password) and are deleted."
         + " " + PATHS_NOTE
     )
     stealth_options = ("stdin",)
@@ -50,16 +50,21 @@ class Command(BaseCommand):
             raise CommandError(f"cannot write {path}: {exc.strerror}") from None
         verb = "Added user" if created else "Changed the password of"
         self.stdout.write(f"{verb} {options['username']} in {path}.")
-        if created and path == Path(settings.AUTH_HTPASSWD_FILE):
-            # Tokens left by an earlier user of this name were refused while the name was gone;
-            # they must not come back to life for the new user.
-            try:
-                purged = services.purge_tokens_of({options["username"]})
-            except DatabaseError as exc:  # the database token backend, before `manage.py migrate`
-                raise CommandError(f"added the user, but could not check for tokens left by an earlier "
-                                   f"user of that name ({exc}); run `manage.py purgetokens --orphaned`") from None
-            if purged:
-                self.stdout.write(f"Deleted {purged} tokens left by an earlier user named {options['username']}.")
+        if path == Path(settings.AUTH_HTPASSWD_FILE):
+            self._purge_tokens(options["username"], created)
+
+    def _purge_tokens(self, username: str, created: bool) -> None:
+        # They are refused already, their owner's entry having changed (tokens.owner_stamp): this
+        # clears them from the lists, and from the count of the user's tokens.
+        try:
+            purged = services.purge_tokens_of({username})
+        except DatabaseError as exc:  # the database token backend, before `manage.py migrate`
+            raise CommandError(f"changed the htpasswd file, but could not delete the tokens of {username} "
+                               f"({exc}); they are refused; run `manage.py purgetokens --orphaned`") from None
+        if purged and created:
+            self.stdout.write(f"Deleted {purged} tokens left by an earlier user named {username}.")
+        elif purged:
+            self.stdout.write(f"Deleted {purged} tokens of {username}: they were made with the old password.")
 
     def _password(self, stdin: TextIO, from_stdin: bool) -> str:
         if from_stdin:

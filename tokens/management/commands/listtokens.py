@@ -20,7 +20,8 @@ def _state(record: services.TokenRecord) -> str:
 
 class Command(BaseCommand):
     help = ("List API tokens by hash prefix, owner, role, creation and expiry time, and state: active, "
-            "expired, or orphaned (its owner is no longer in the htpasswd file: it is refused; "
+            "expired, or orphaned (its owner is no longer the user it was made for: gone from the "
+            "htpasswd file, added to it again, or with another password; it is refused, and "
             "`manage.py purgetokens` removes it)." + " " + PATHS_NOTE)
 
     def add_arguments(self, parser: CommandParser) -> None:

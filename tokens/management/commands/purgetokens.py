@@ -11,14 +11,15 @@ from tokens import services
 
 class Command(BaseCommand):
     help = (
-        "Delete API tokens that are refused anyway: orphaned ones (their owner is no longer in the "
-        "htpasswd file; purged, they cannot pass to a later user of the same name) and expired ones "
-        "(which the scheduled maintenance also purges when [gc] interval_hours is set). Without "
-        "--orphaned or --expired, both." + " " + PATHS_NOTE
+        "Delete API tokens that are refused anyway: orphaned ones (their owner is no longer the user "
+        "they were made for: gone from the htpasswd file, added to it again, or with another password) "
+        "and expired ones (which the scheduled maintenance also purges when [gc] interval_hours is "
+        "set). Without --orphaned or --expired, both." + " " + PATHS_NOTE
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--orphaned", action="store_true", help="Only tokens whose owner is gone.")
+        parser.add_argument("--orphaned", action="store_true",
+                            help="Only tokens whose owner is gone, added again or has another password.")
         parser.add_argument("--expired", action="store_true", help="Only expired tokens.")
         parser.add_argument("--dry-run", action="store_true", help="Only say what would be deleted.")
 
@@ -27,11 +28,11 @@ class Command(BaseCommand):
         dry = options["dry_run"]
         verb = "would delete" if dry else "deleted"
         if options["orphaned"] or both:
-            owners = services.orphaned_owners()
             if dry:
-                count = sum(len(services.list_tokens(owner)) for owner in owners)
+                orphans = services.orphaned_tokens()
+                count, owners = len(orphans), {stored.owner for stored in orphans}
             else:
-                count = services.purge_tokens_of(owners)
+                count, owners = services.purge_orphaned()
             names = f" (of {', '.join(sorted(owners))})" if owners else ""
             self.stdout.write(f"{verb} {count} orphaned tokens{names}")
         if options["expired"] or both:
