@@ -59,14 +59,17 @@ class Servers:
         anon = bool(pairs & {"anon", "bearer"})
         auth = bool(pairs & {"basic", "bearer"})
         bucket = self._start_s3() if "s3" in pairs else None
-        cache = upstream = None
+        cache = upstream = cncf = None
         if pairs & {"proxy", "proxy-local"}:
             # The upstream's port is chosen first: the cache's [[proxy]] tables name it.
             upstream = Reference(self.scratch / "upstream", port=free_port())
             self.relay = proxy.PacedRelay(upstream.endpoint, self.upstream_rate)
             cache = Ours(self.scratch / "ours-proxy", config=proxy.config_toml(upstream.endpoint, self.relay))
-            for server in (cache, upstream):
-                server.proxy_upstream, server.proxy_relay = upstream, self.relay  # type: ignore[attr-defined]
+            cncf = proxy.CncfProxies(self.scratch / "cncf-proxy", upstream.endpoint, self.relay) \
+                if "proxy" in pairs else None
+            proxied: list[Any] = [s for s in (cache, upstream, cncf) if s is not None]
+            for server in proxied:
+                server.proxy_upstream, server.proxy_relay = upstream, self.relay
         servers = {
             "ours": Ours(self.scratch / "ours") if anon else None,
             "reference": Reference(self.scratch / "reference") if anon else None,
@@ -79,6 +82,7 @@ class Servers:
             "ours-quiet": Ours(self.scratch / "ours-quiet") if "notify" in pairs else None,
             "ours-hooks": Ours(self.scratch / "ours-hooks", config=notify.hooks_config())
             if "notify" in pairs else None,
+            "cncf-proxy": cncf,
         }
         self.started = [s for s in servers.values() if s is not None]
         errors: list[BaseException] = []
@@ -106,9 +110,10 @@ class Servers:
         if bucket:
             self.sides["s3"] = (self._side("ours", servers["ours-s3"], None, "ours-s3"),
                                 self._side("reference", servers["reference-s3"], None, "reference-s3"))
+        if cncf is not None:
+            self.sides["proxy"] = (self._side(proxy.OURS, cache, None, "ours-proxy"),
+                                   self._side(proxy.CNCF, cncf, None, "cncf-proxy"))
         if cache is not None:
-            self.sides["proxy"] = (self._side("ours", cache, None, "ours-proxy"),
-                                   self._side("upstream", upstream, None, "upstream"))
             self.sides["proxy-local"] = (self._side(proxy.CACHED, cache, None, "ours-cached"),
                                          self._side(proxy.NORMAL, cache, None, "ours-normal"))
         if "notify" in pairs:
@@ -189,9 +194,9 @@ def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes, rounds: int
     rows = []
     for figure in [*workload.figures, cpu_figure]:
         ours = [r[figure.key] for r in runs[a.label]]
-        other = [r[figure.key] for r in runs[b.label]]
-        rows.append(report.Row(figure, statistics.median(ours), statistics.median(other), b.label, ours, other,
-                               judged))
+        other = [r[figure.versus or figure.key] for r in runs[b.label if figure.versus is None else a.label]]
+        rows.append(report.Row(figure, statistics.median(ours), statistics.median(other),
+                               figure.versus_label or b.label, ours, other, judged))
     return rows[:-1], rows[-1]
 
 

@@ -227,6 +227,7 @@ class Reference:
     auth: bool = False
     s3: S3Bucket | None = None
     port: int = 0
+    extra_config: str = ""  # top-level YAML appended to the config (the proxy workloads' ``proxy:``)
     process: subprocess.Popen[bytes] | None = None
     label: str = field(default="reference", init=False)
 
@@ -241,7 +242,7 @@ class Reference:
         config = self.workdir / "config.yml"
         driver = (REFERENCE_S3.format(**vars(self.s3)) if self.s3 is not None
                   else REFERENCE_FILESYSTEM.format(root=self.workdir / "storage"))
-        config.write_text(REFERENCE_CONFIG.format(driver=driver, port=self.port, auth=auth))
+        config.write_text(REFERENCE_CONFIG.format(driver=driver, port=self.port, auth=auth) + self.extra_config)
         log = (self.workdir / "registry.log").open("ab")
         # Its AWS SDK refuses plain-HTTP endpoints while AWS_CA_BUNDLE is set.
         env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}

@@ -69,6 +69,10 @@ class Figure:
     higher_is_better: bool
     ratio_target: float | None = None  # ours / other, same run
     ours_limit: float | None = None    # an absolute ceiling on our figure
+    # Compared with another figure of our own side's runs (``versus``, shown as ``versus_label``)
+    # instead of the same figure of the other side.
+    versus: str | None = None
+    versus_label: str = ""
 
 
 @dataclass
@@ -467,8 +471,12 @@ def workloads(sizes: Sizes) -> list[Workload]:
         Workload("proxy-cold", "proxy", [
             Figure("proxy_cold_paced", f"cold pull through the cache, {sizes.proxy_layers} x "
                    f"{sizes.proxy_layer // MIB} MiB, upstream at {sizes.proxy_upstream_rate // MIB} MiB/s",
-                   "MiB/s", True, 0.91),
+                   "MiB/s", True),
+            Figure("proxy_cold_paced", "  ours against a pull from that upstream directly", "MiB/s", True, 0.91,
+                   versus="proxy_direct_paced", versus_label="upstream direct"),
             Figure("proxy_cold", "  the same, upstream unpaced on loopback", "MiB/s", True),
+            Figure("proxy_cold", "  ours against a pull from that upstream directly", "MiB/s", True,
+                   versus="proxy_direct", versus_label="upstream direct"),
         ], proxy.run_cold, rounds=2),
         Workload("proxy-cached", "proxy-local", [
             Figure("proxy_cached", f"cached pull, {sizes.proxy_layers} x {sizes.proxy_layer // MIB} MiB "

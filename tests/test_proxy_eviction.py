@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from registry.models import Blob, Manifest, Tag
 from registry.services import gc
-from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, upstream  # noqa: F401
+from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, stored, upstream  # noqa: F401
 from tests.support.registry_client import body_of
 from tests.support.upstreams import OCI_INDEX, OCI_MANIFEST, push_image, push_multiarch
 
@@ -24,6 +24,7 @@ def pull(client, name: str, tag: str, pushed) -> None:  # type: ignore[no-untype
     assert client.get(f"/v2/hub/{name}/manifests/{tag}", headers=ACCEPT).status_code == 200
     for digest in pushed.blobs:
         body_of(client.get(f"/v2/hub/{name}/blobs/{digest}"))
+    stored()
 
 
 def age(name: str, days: int, digest: str | None = None) -> None:

@@ -15,7 +15,7 @@ from registry.policies.immutable import immutable_tags
 from registry.policies.rules import Policies, current
 from registry.services import gc
 from regsite import config
-from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, upstream  # noqa: F401
+from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, stored, upstream  # noqa: F401
 from tests.support.registry_client import body_of
 from tests.support.upstreams import OCI_INDEX, OCI_MANIFEST, push_image
 
@@ -76,6 +76,7 @@ def test_a_quota_over_everything_neither_refuses_nor_counts_what_a_cache_fetches
     assert client.get("/v2/hub/library/big/manifests/v1", headers=ACCEPT).status_code == 200
     for digest, data in pushed.blobs.items():
         assert body_of(client.get(f"/v2/hub/library/big/blobs/{digest}")) == data
+    stored()
     assert BlobLink.objects.filter(repository__name="hub/library/big").count() == len(pushed.blobs)
     rule = current().quotas[0]
     assert quotas.usage(rule) == 0 == quotas._count(rule, current())
@@ -92,6 +93,7 @@ def test_retention_and_delete_untagged_leave_a_cache_to_its_eviction(client, set
     assert client.get(f"/v2/hub/library/pinned/manifests/{pushed.digest}", headers=ACCEPT).status_code == 200
     for digest in pushed.blobs:
         body_of(client.get(f"/v2/hub/library/pinned/blobs/{digest}"))
+    stored()
     assert not Tag.objects.filter(repository__name="hub/library/pinned").exists()
     assert immutable_tags("hub/library/pinned", ["v1"]) == set()
     then = timezone.now() - timedelta(days=10)

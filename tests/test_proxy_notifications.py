@@ -13,7 +13,7 @@ from notifications.models import PendingEvent
 from registry.models import Manifest, Tag
 from registry.services import gc
 from tests.support.notify import entry, queued, summary
-from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, upstream  # noqa: F401
+from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, stored, upstream  # noqa: F401
 from tests.support.registry_client import body_of
 from tests.support.upstreams import OCI_MANIFEST, push_image
 
@@ -37,6 +37,7 @@ def pull(client, path: str, pushed) -> None:  # type: ignore[no-untyped-def]
     for digest in pushed.blobs:
         blob = base.rsplit("/manifests/", 1)[0] + f"/blobs/{digest}" + (f"?{query}" if query else "")
         assert body_of(client.get(blob)) == pushed.blobs[digest]
+    stored()  # the fills finish storing after their responses end
 
 
 def test_a_cache_fill_writes_pull_events_and_no_push(client, upstream, mirror, endpoint) -> None:

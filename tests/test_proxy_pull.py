@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from registry.models import Blob, BlobLink, Manifest, Tag
-from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, upstream  # noqa: F401
+from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, stored, upstream  # noqa: F401
 from tests.support.registry_client import body_of, error_code
 from tests.support.upstreams import OCI_INDEX, OCI_MANIFEST, push_image, push_multiarch
 
@@ -33,6 +33,7 @@ def test_it_pulls_an_image_by_tag_with_the_upstream_digests_and_bytes(client, up
         got = client.get(f"/v2/hub/library/alpine/blobs/{digest}")
         assert got.status_code == 200 and got["Docker-Content-Digest"] == digest
         assert body_of(got) == data
+    stored()
     assert Blob.objects.filter(digest__in=list(pushed.blobs)).count() == len(pushed.blobs)
 
 

@@ -10,7 +10,7 @@ import pytest
 from registry.models import BlobLink, Manifest, Tag
 from tokens import services
 from tests.support.auth import auth_on, auth_paths, basic, bearer  # noqa: F401
-from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, upstream  # noqa: F401
+from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, stored, upstream  # noqa: F401
 from tests.support.registry_client import OCI_MANIFEST, body_of, post_upload
 from tests.support.upstreams import push_image
 
@@ -31,6 +31,7 @@ def cached(client, upstream, mirror):  # type: ignore[no-untyped-def]
     client.get("/v2/hub/library/alpine/manifests/v1", headers={"Accept": OCI_MANIFEST})
     for digest in pushed.blobs:
         body_of(client.get(f"/v2/hub/library/alpine/blobs/{digest}"))
+    stored()
     return pushed
 
 

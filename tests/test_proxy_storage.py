@@ -12,7 +12,7 @@ from registry.models import Blob
 from registry.services import scrub
 from registry.storage import default_driver, paths
 from registry.storage.s3 import S3Driver
-from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, upstream  # noqa: F401
+from tests.support.proxy_fixtures import fresh_upstream_state, mirror, start_upstream, stored, upstream  # noqa: F401
 from tests.support.registry_client import body_of
 from tests.support.s3 import BUCKET, moto_driver
 from tests.support.upstreams import OCI_MANIFEST, push_image
@@ -41,6 +41,7 @@ def test_a_cached_blob_on_s3_is_then_served_by_redirect(client, settings, s3, up
     layer = max(pushed.blobs, key=lambda d: len(pushed.blobs[d]))
     first = client.get(f"/v2/hub/library/alpine/blobs/{layer}")
     assert first.status_code == 200 and body_of(first) == pushed.blobs[layer]
+    stored()
     assert s3.read(paths.blob_data(Digest.parse(layer))) == pushed.blobs[layer]
     assert list(s3.walk("uploads")) == []  # the fetch's upload went with the commit
     again = client.get(f"/v2/hub/library/alpine/blobs/{layer}")
@@ -55,6 +56,7 @@ def test_scrub_repairs_a_corrupt_cached_blob_and_the_next_pull_fetches_it(client
     assert client.get("/v2/hub/library/alpine/manifests/v1", headers={"Accept": OCI_MANIFEST}).status_code == 200
     layer = max(pushed.blobs, key=lambda d: len(pushed.blobs[d]))
     body_of(client.get(f"/v2/hub/library/alpine/blobs/{layer}"))
+    stored()
     data_path = storage_root.joinpath(*paths.blob_data(Digest.parse(layer)).split("/"))
     data_path.write_bytes(b"rot" + data_path.read_bytes()[3:])
     result = scrub.scrub(repair=True)

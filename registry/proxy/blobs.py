@@ -13,14 +13,17 @@ does not stop it: the rest is still read into storage for those waiting.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
+import threading
 import time
 import uuid
 from datetime import timedelta
 from typing import Any, BinaryIO, cast
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from registry import queries
@@ -33,7 +36,7 @@ from registry.services import blobs
 from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import BlobUnknown, UpstreamFailed, UpstreamUnavailable
 from registry.storage import default_driver, paths
-from registry.storage.driver import StorageDriver, StorageFull, delete_if_exists
+from registry.storage.driver import StorageDriver, StorageError, StorageFull, delete_if_exists
 from regsite import db
 
 log = logging.getLogger(__name__)
@@ -175,10 +178,13 @@ def _wait(name: str, digest: Digest, lease: str, deadline: float) -> None:
 class Fill:
     """A blob arriving from the upstream, read like a file by the response that sends it on.
 
-    Each piece read is hashed, given to the spool, which writes it to an upload path in storage
-    (registry.proxy.spool), and given out; the last one only once the whole digest matched. The
-    blob is then made durable and visible (its data moved into place, its row and link) while that
-    last piece travels, before the response ends.
+    Each piece read is given to the spool, which hashes it and writes it to an upload path in
+    storage, each in a thread of its own (registry.proxy.spool), and given out; the last one only
+    once the whole digest matched. The spool's writing thread then makes the blob durable and
+    visible (its data moved into place, its row and link) while that last piece travels: the
+    response ends without waiting for the disk, and the lease, held until then, keeps other pulls
+    of the blob waiting for the stored copy. A write that fails after the client had every
+    (verified) byte leaves nothing stored, and is logged.
     """
 
     def __init__(self, upstream: Upstream, name: str, digest: Digest, response: Any, lease: FetchLease,
@@ -189,8 +195,8 @@ class Fill:
         self._response, self._lease, self._drv = response, lease, drv
         self._path = paths.upload_data(uuid.uuid4().hex)
         self._writer = drv.writer(self._path, append=True)
-        self._spool = Spool(self._writer)
         self._hasher = new_hasher(digest.algorithm)
+        self._spool = Spool(self._writer, self._hasher)
         self._pending = b""
         self._received = 0
         self._state = RECEIVING
@@ -206,7 +212,9 @@ class Fill:
                 if out:
                     return out
             if self._state == VERIFIED and not self._pending:
-                self._commit()
+                self._state = STORING
+                _storing(self, True)
+                self._spool.close(self._stored)
         except BaseException:
             self._abandon()
             raise
@@ -221,6 +229,7 @@ class Fill:
                     self._verify()
             if self._state == VERIFIED:
                 self._pending = b""
+                self._spool.finish()
                 self._commit()
         except BaseException:
             self._abandon()
@@ -232,8 +241,7 @@ class Fill:
         try:
             self.complete()
         except Exception as exc:
-            log.warning("pull-through cache %s: blob %s was not stored: %s", self._upstream.mirror.prefix,
-                        self._digest, getattr(exc, "message", "") or type(exc).__name__)
+            self._not_stored(exc)
 
     def _next(self) -> bytes:
         want = PIECE if self.size is None else min(PIECE, self.size - self._received)
@@ -242,16 +250,16 @@ class Fill:
         piece = self._upstream.read(self._response, want)
         if piece:
             self._spool.write(piece)
-            self._hasher.update(piece)
             self._received += len(piece)
             self._lease.renew()
         return piece
 
     def _verify(self) -> None:
-        self._spool.finish()  # every byte stored first: a failed write is the error to report
+        self._spool.hashed()
         mirror, digest = self._upstream.mirror, self._digest
         actual = f"{digest.algorithm}:{self._hasher.hexdigest()}"
         if actual != str(digest) or (self.size is not None and self._received != self.size):
+            self._spool.finish()  # a write that failed first is the error to report
             metrics.UPSTREAM_ERRORS.labels(mirror.prefix, "digest_mismatch").inc()
             log.error("pull-through cache %s: the upstream %s sent %d bytes for blob %s of %s that hash to %s; "
                       "nothing was stored or served whole", mirror.prefix, mirror.upstream, self._received,
@@ -259,6 +267,19 @@ class Fill:
             raise UpstreamFailed(f"the upstream {mirror.upstream} sent bytes that do not match blob {digest}")
         self._state = VERIFIED
         discard(self._response)
+
+    def _stored(self, error: BaseException | None) -> None:
+        """In the spool's writing thread, once every piece is written (or one failed)."""
+        try:
+            if error is not None:
+                raise error
+            self._commit()
+        except Exception as exc:
+            self._abandon()
+            self._not_stored(exc)
+        finally:
+            _storing(self, False)
+            connection.close()  # this thread's own: nothing else would give it back
 
     def _commit(self) -> None:
         self._writer.seal()
@@ -287,5 +308,32 @@ class Fill:
             discard(self._response)
             self._lease.release()
 
+    def _not_stored(self, exc: BaseException) -> None:
+        # A domain error's message, a storage error's own text; anything else by its class only,
+        # since a transport error's text may repeat the upstream URL.
+        why = getattr(exc, "message", "") or (str(exc) if isinstance(exc, StorageError) else "") or type(exc).__name__
+        log.warning("pull-through cache %s: blob %s was not stored: %s", self._upstream.mirror.prefix,
+                    self._digest, why)
 
-RECEIVING, VERIFIED, STORED, ABANDONED = "receiving", "verified", "stored", "abandoned"
+
+_STORING: set[Fill] = set()
+_STORING_CHANGED = threading.Condition()
+
+
+def _storing(fill: Fill, busy: bool) -> None:
+    with _STORING_CHANGED:
+        (_STORING.add if busy else _STORING.discard)(fill)
+        _STORING_CHANGED.notify_all()
+
+
+def wait_for_stores(timeout: float | None = None) -> bool:
+    """Wait until every blob a response has finished sending is stored (or given up); False when
+    ``timeout`` ran out first. A worker that exits lets them finish (atexit)."""
+    with _STORING_CHANGED:
+        return _STORING_CHANGED.wait_for(lambda: not _STORING, timeout)
+
+
+atexit.register(wait_for_stores, LEASE.total_seconds())
+
+
+RECEIVING, VERIFIED, STORING, STORED, ABANDONED = "receiving", "verified", "storing", "stored", "abandoned"

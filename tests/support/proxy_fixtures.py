@@ -65,13 +65,23 @@ def mirror(settings, upstream: Distribution) -> Callable[..., dict[str, Any]]:
     return configure
 
 
+def stored(timeout: float = 30.0) -> None:
+    """Wait until the blobs that pulls fetched are stored: a response ends once the client has every
+    verified byte, and the spool's thread finishes storing after it (registry.proxy.blobs.Fill)."""
+    from registry.proxy import blobs
+
+    assert blobs.wait_for_stores(timeout), f"a fetched blob was still being stored after {timeout:g} s"
+
+
 @pytest.fixture(autouse=True)
 def fresh_upstream_state() -> Iterator[None]:
-    """Each test starts with no remembered credentials or unreachable upstreams."""
+    """Each test starts with no remembered credentials or unreachable upstreams, and leaves no blob
+    being stored behind it (into the next test's database)."""
     from registry.proxy import upstream
 
     upstream._DOWN_UNTIL.clear()
     upstream._CREDENTIALS._headers.clear()
     yield
+    stored()
     upstream._DOWN_UNTIL.clear()
     upstream._CREDENTIALS._headers.clear()
