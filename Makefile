@@ -6,6 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-postgres test-deps setup migrate static clean bench soak lint
 
+# Tests start hundreds of Python processes (gunicorn workers, manage.py, clients, pytest's own):
+# let them write bytecode caches (__pycache__, ignored by git) and reuse them instead of compiling
+# every module again, which an environment with PYTHONDONTWRITEBYTECODE set would make them do.
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
