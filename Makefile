@@ -37,13 +37,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# The whole suite on SQLite (the default), then the unit tests again on PostgreSQL.
+# The whole suite on SQLite (the default), then the unit tests again on PostgreSQL: the tests in
+# pytest-xdist processes (TEST_WORKERS for SQLite, PG_TEST_WORKERS for PostgreSQL, both runs at
+# once), then the timing-sensitive ones (marked serial) alone. scripts/run-tests.sh says how.
 test: $(STAMP) lint test-deps static
-	$(BIN)/pytest
-	scripts/with-postgres.sh $(BIN)/pytest -q -p no:cacheprovider tests/test_*.py
+	scripts/run-tests.sh
 
 test-postgres: $(STAMP) test-deps static
-	scripts/with-postgres.sh $(BIN)/pytest -q -p no:cacheprovider tests/test_*.py
+	scripts/run-tests.sh postgres
 
 # `make bench`: ours against the CNCF registry side by side (bench/README.md); BENCH_ARGS=--quick
 # runs in under a minute.

@@ -21,6 +21,9 @@ from hypothesis import HealthCheck, settings as hypothesis_settings  # noqa: E40
 
 from registry.locks import default_locks  # noqa: E402
 from registry.storage import default_driver  # noqa: E402
+# pytest-xdist's scheduling: which tests share a process (tests/support/parallel.py).
+from tests.support.parallel import (  # noqa: E402, F401  (hooks)
+    pytest_collection_modifyitems, pytest_configure_node, pytest_xdist_make_scheduler)
 
 # The suite runs in parallel processes, on machines others share: an example can take several times
 # its usual time there. Hypothesis's 200 ms deadline per example and its data-generation speed check

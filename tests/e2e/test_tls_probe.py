@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # timing-sensitive: run alone (make test)
 
 CLIENT_HELLO = bytes.fromhex("16030100a5010000a10303") + b"\x00" * 64
 
