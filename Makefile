@@ -6,6 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-postgres test-deps setup migrate static clean bench soak lint
 
+# Tests start hundreds of Python processes (gunicorn workers, manage.py, clients, pytest's own):
+# let them write bytecode caches (__pycache__, ignored by git) and reuse them instead of compiling
+# every module again, which an environment with PYTHONDONTWRITEBYTECODE set would make them do.
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -32,13 +37,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# The whole suite on SQLite (the default), then the unit tests again on PostgreSQL.
+# The whole suite on SQLite (the default), then the unit tests again on PostgreSQL: the tests in
+# pytest-xdist processes (TEST_WORKERS for SQLite, PG_TEST_WORKERS for PostgreSQL, both runs at
+# once), then the timing-sensitive ones (marked serial) alone. scripts/run-tests.sh says how.
 test: $(STAMP) lint test-deps static
-	$(BIN)/pytest
-	scripts/with-postgres.sh $(BIN)/pytest -q -p no:cacheprovider tests/test_*.py
+	scripts/run-tests.sh
 
 test-postgres: $(STAMP) test-deps static
-	scripts/with-postgres.sh $(BIN)/pytest -q -p no:cacheprovider tests/test_*.py
+	scripts/run-tests.sh postgres
 
 # `make bench`: ours against the CNCF registry side by side (bench/README.md); BENCH_ARGS=--quick
 # runs in under a minute.

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Iterator
 
@@ -16,9 +17,20 @@ os.environ.setdefault("SVC_SERVER_SECRET_KEY_FILE", str(_SCRATCH / "secret_key")
 os.environ.setdefault("SVC_AUTH_HTPASSWD_FILE", str(_SCRATCH / "users.htpasswd"))
 
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings as hypothesis_settings  # noqa: E402
 
 from registry.locks import default_locks  # noqa: E402
 from registry.storage import default_driver  # noqa: E402
+# pytest-xdist's scheduling: which tests share a process (tests/support/parallel.py).
+from tests.support.parallel import (  # noqa: E402, F401  (hooks)
+    pytest_collection_modifyitems, pytest_configure_node, pytest_xdist_make_scheduler)
+
+# The suite runs in parallel processes, on machines others share: an example can take several times
+# its usual time there. Hypothesis's 200 ms deadline per example and its data-generation speed check
+# then fail a property that holds; a 2 s deadline still catches a parser gone quadratic.
+hypothesis_settings.register_profile("suite", deadline=timedelta(seconds=2),
+                                     suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session")

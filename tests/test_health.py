@@ -45,6 +45,7 @@ def test_it_touches_neither_database_nor_storage(client: Client, settings, tmp_p
     assert response.status_code == 200
 
 
+@pytest.mark.serial  # timing-sensitive: run alone (make test)
 def test_it_answers_in_well_under_10_ms(client: Client) -> None:
     client.get("/health")
     timings = []

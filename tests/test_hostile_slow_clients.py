@@ -16,7 +16,7 @@ from tests.faults.wire import MiB, Registry, digest, read_reply, send_partial, s
     wait_until
 from tests.support.server import RegistryServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # timing-sensitive: run alone (make test)
 TIMEOUT = 2
 SLOW_CLIENTS = 32  # twice the 2 x 8 worker threads
 # Connections queue for a thread of the worker that accepted them, and a worker's 8 threads let go

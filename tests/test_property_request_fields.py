@@ -14,7 +14,8 @@ from tests.support.registry_client import OCI_MANIFEST, digest_of, make_manifest
 
 pytestmark = pytest.mark.django_db
 
-DJANGO = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+DJANGO = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                          HealthCheck.too_slow])
 LAYER = b"property-layer" * 100
 hostile_text = st.one_of(
     st.text(max_size=80),

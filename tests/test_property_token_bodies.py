@@ -15,7 +15,8 @@ from tokens.services import TOKEN_SHAPE
 
 pytestmark = pytest.mark.django_db
 
-DJANGO = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+DJANGO = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                          HealthCheck.too_slow])
 ENDPOINTS = ["/api/tokens", "/api/tokens/list", "/api/tokens/revoke"]
 EXPECTED = {200, 201, 400, 401, 404, 413, 429}
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**80), max_value=2**80),

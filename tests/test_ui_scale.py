@@ -15,7 +15,7 @@ from django.utils import timezone
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
 from tests.support.ui_fixtures import plain_static  # noqa: F401
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.serial]  # timing-sensitive: run alone (make test)
 REPOSITORIES = 10_000
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 

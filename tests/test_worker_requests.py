@@ -80,6 +80,7 @@ def test_it_cuts_off_a_body_below_the_minimum_rate() -> None:
         assert server.gave_up and server.recv(100) == b""
 
 
+@pytest.mark.serial  # timing-sensitive: run alone (make test)
 def test_it_keeps_a_body_at_the_minimum_rate() -> None:
     server, client = _pair(idle=0.3, rate=1000)
     with server, client:

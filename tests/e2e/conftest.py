@@ -39,8 +39,8 @@ def start_registry(tmp_path: Path) -> Iterator[Callable[..., RegistryServer]]:
     """Start one or more registries: ``start_registry(SVC_AUTH_ENABLED="true", workers=3)``."""
     servers: list[RegistryServer] = []
 
-    def start(workers: int = 2, name: str = "server", **env: str) -> RegistryServer:
-        server = RegistryServer(tmp_path / name, env_overrides=env, workers=workers)
+    def start(workers: int = 2, name: str = "server", copy_migrated: bool = True, **env: str) -> RegistryServer:
+        server = RegistryServer(tmp_path / name, env_overrides=env, workers=workers, copy_migrated=copy_migrated)
         servers.append(server)
         return server.start()
 

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.e2e
 
 def test_everything_the_registry_writes_is_private(start_registry, tmp_path: Path) -> None:
     users = write_htpasswd(tmp_path / "users", {"alice": "pw"})
-    server = start_registry(SVC_AUTH_ENABLED="true", SVC_AUTH_HTPASSWD_FILE=str(users))
+    server = start_registry(SVC_AUTH_ENABLED="true", SVC_AUTH_HTPASSWD_FILE=str(users),
+                            copy_migrated=False)  # what `manage.py migrate` creates, then gunicorn
     client = Registry(server.host, headers={"Authorization": "Basic YWxpY2U6cHc="})
     client.push_image("team/app", "v1", [b"a layer"])
     assert client.request("POST", "/v2/team/app/blobs/uploads/").status == 202  # a session in progress

@@ -16,7 +16,7 @@ import pytest
 from tests.support.rawhttp import Client
 from tests.support.server import RegistryServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # timing-sensitive: run alone (make test)
 
 
 def entry(username: str, password: str, cost: int) -> str:

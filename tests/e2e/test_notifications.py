@@ -125,6 +125,10 @@ def test_every_event_arrives_in_order_after_an_outage_and_two_kill_9s(start_regi
         wait_until(lambda: metric(registry, "registry_notifications_failed_total", "ci") >= 1, 30,
                    "a failed delivery to the dead receiver")
         audit.wait_for(lambda got: len(got) == 1, timeout=30)
+        # The receiver takes an event in before it answers: until the registry has recorded that
+        # answer, a kill would rightly have the event sent again (a race a busy machine loses).
+        wait_until(lambda: metric(registry, "registry_notifications_pending", "audit") == 0, 30,
+                   "the registry to record the audit delivery")
 
         registry.kill()  # SIGKILL: no worker gets to finish anything
         registry.start()

@@ -53,8 +53,9 @@ def run_schemathesis(server: RegistryServer, workdir: Path, data: dict[str, str]
             "--max-examples", str(MAX_EXAMPLES), "--seed", "20261121", "--request-timeout", "30",
             "--continue-on-failure", "--warnings", "off",
             # The web UI's form schemas make most generated bodies fail their own constraints; that
-            # is a generation limit, not an API fault.
-            "--suppress-health-check", "filter_too_much"]
+            # is a generation limit, not an API fault. Generation is slow when the machine is busy
+            # (parallel tests, a shared CI box): the same seeded cases are sent either way.
+            "--suppress-health-check", "filter_too_much,too_slow"]
     if auth:
         args += ["--auth", ":".join(auth)]
     result = subprocess.run(args, cwd=workdir, capture_output=True, text=True, timeout=600)

@@ -25,7 +25,9 @@ def test_it_finds_no_server_error_on_the_token_and_ops_endpoints(start_registry,
     result = subprocess.run(
         [str(VENV_BIN / "st"), "--no-color", "run", f"{server.url}/api-docs/openapi.json",
          "--url", server.url, "--checks", "not_a_server_error", "--include-path-regex", OPERATIONS,
-         "--max-examples", "25", "--seed", "20251121", "--request-timeout", "30"],
+         "--max-examples", "25", "--seed", "20251121", "--request-timeout", "30",
+         # Generation is slow when the machine is busy; the same seeded cases are sent either way.
+         "--suppress-health-check", "too_slow"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]

@@ -20,7 +20,7 @@ import pytest
 from tests.faults.wire import Registry
 from tests.support.server import RegistryServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # timing-sensitive: run alone (make test)
 TIMEOUT = 4  # [server] client_timeout
 HEADS, BODIES = 500, 200
 ATTACK_SECONDS = 14

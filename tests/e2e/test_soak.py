@@ -20,7 +20,7 @@ from tests.faults.wire import Registry
 from tests.support.auth import basic
 from tests.support.memory import MiB, total_pss
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # timing-sensitive: run alone (make test)
 
 CLIENTS = 16
 DURATION = float(os.environ.get("SOAK_SECONDS", "15"))

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.server import RegistryServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # timing-sensitive: run alone (make test)
 
 CLIENT_HELLO = bytes.fromhex("16030100a5010000a10303") + b"\x00" * 64
 

@@ -18,7 +18,7 @@ from tests.support.auth import write_htpasswd
 from tests.support.rawhttp import Client
 from tests.support.server import RegistryServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # timing-sensitive: run alone (make test)
 ALICE = json.dumps({"username": "alice", "password": "wonderland"}).encode()
 JSON = {"Content-Type": "application/json"}
 

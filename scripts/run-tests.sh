@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `make test`'s test runs: the whole suite on SQLite, and the unit tests (tests/test_*.py) again on a
+# throwaway PostgreSQL cluster (scripts/with-postgres.sh).
+#
+# 1. In parallel: the SQLite run in TEST_WORKERS pytest-xdist processes and, alongside it, the
+#    PostgreSQL run in PG_TEST_WORKERS (its output is shown when both are done). Tests sharing a
+#    server stay in one process (tests/support/parallel.py).
+# 2. Then, alone on the machine, the tests marked serial (timing-sensitive: latency, rate and
+#    duration bounds), on SQLite and then on PostgreSQL.
+#
+# `scripts/run-tests.sh postgres` runs only the PostgreSQL half (`make test-postgres`).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bin=.venv/bin
+workers=${TEST_WORKERS:-4}
+pg_workers=${PG_TEST_WORKERS:-2}
+on_postgres=(scripts/with-postgres.sh "$bin/pytest" -q -p no:cacheprovider)
+unit=(tests/test_*.py)
+started=$SECONDS
+
+took() {
+    echo "== $1: $(($SECONDS - $2)) s"
+}
+
+if [ "${1:-}" = postgres ]; then
+    phase=$SECONDS
+    "${on_postgres[@]}" -n "$pg_workers" -m "not serial" "${unit[@]}" || exit 1
+    took "unit tests on PostgreSQL, parallel" $phase
+    phase=$SECONDS
+    "${on_postgres[@]}" -m serial "${unit[@]}" || exit 1
+    took "unit tests on PostgreSQL, serial" $phase
+    exit 0
+fi
+
+log=$(mktemp /tmp/registry-pg-tests.XXXXXX)
+trap 'rm -f "$log"' EXIT
+
+phase=$SECONDS
+"${on_postgres[@]}" -n "$pg_workers" -m "not serial" "${unit[@]}" >"$log" 2>&1 &
+postgres_run=$!
+"$bin/pytest" -n "$workers" -m "not serial"
+sqlite=$?
+took "whole suite on SQLite, parallel" $phase
+wait $postgres_run
+postgres=$?
+echo "== unit tests on PostgreSQL, parallel, run alongside:"
+cat "$log"
+took "both parallel runs" $phase
+if [ $sqlite -ne 0 ] || [ $postgres -ne 0 ]; then
+    exit 1
+fi
+
+phase=$SECONDS
+"$bin/pytest" -m serial || exit 1
+took "whole suite on SQLite, serial" $phase
+phase=$SECONDS
+"${on_postgres[@]}" -m serial "${unit[@]}" || exit 1
+took "unit tests on PostgreSQL, serial" $phase
+took "all test runs" $started
