@@ -108,8 +108,7 @@ class StuckWriter:
 
 def test_a_store_slower_than_the_upstream_holds_the_fetch_to_its_pace() -> None:
     writer = StuckWriter()
-    hashed: list[bytes] = []
-    fed = spool.Spool(writer, type("Hasher", (), {"update": staticmethod(hashed.append)})())  # type: ignore[arg-type]
+    fed = spool.Spool(writer)  # type: ignore[arg-type]
     queued = threading.Event()
 
     def feed() -> None:
@@ -123,6 +122,8 @@ def test_a_store_slower_than_the_upstream_holds_the_fetch_to_its_pace() -> None:
     assert not queued.wait(0.5)
     writer.go.set()
     assert queued.wait(30)
-    fed.finish()
+    done: list[BaseException | None] = []
+    fed.close(done.append)  # returns at once; the spool's thread reports once all is written
     feeder.join()
-    assert writer.pieces == hashed == [b"%d" % n for n in range(spool.QUEUE + 3)]
+    fed.stop()
+    assert writer.pieces == [b"%d" % n for n in range(spool.QUEUE + 3)] and done == [None]

@@ -178,13 +178,13 @@ def _wait(name: str, digest: Digest, lease: str, deadline: float) -> None:
 class Fill:
     """A blob arriving from the upstream, read like a file by the response that sends it on.
 
-    Each piece read is given to the spool, which hashes it and writes it to an upload path in
-    storage, each in a thread of its own (registry.proxy.spool), and given out; the last one only
-    once the whole digest matched. The spool's writing thread then makes the blob durable and
-    visible (its data moved into place, its row and link) while that last piece travels: the
-    response ends without waiting for the disk, and the lease, held until then, keeps other pulls
-    of the blob waiting for the stored copy. A write that fails after the client had every
-    (verified) byte leaves nothing stored, and is logged.
+    Each piece read is hashed, given to the spool, which writes it to an upload path in storage in
+    a thread of its own (registry.proxy.spool), and given out; the last one only once the whole
+    digest matched. The spool's thread then makes the blob durable and visible (its data moved
+    into place, its row and link) while that last piece travels: the response ends without waiting
+    for the disk, and the lease, held until then, keeps other pulls of the blob waiting for the
+    stored copy. A write that fails after the client had every (verified) byte leaves nothing
+    stored, and is logged.
     """
 
     def __init__(self, upstream: Upstream, name: str, digest: Digest, response: Any, lease: FetchLease,
@@ -195,8 +195,8 @@ class Fill:
         self._response, self._lease, self._drv = response, lease, drv
         self._path = paths.upload_data(uuid.uuid4().hex)
         self._writer = drv.writer(self._path, append=True)
+        self._spool = Spool(self._writer)
         self._hasher = new_hasher(digest.algorithm)
-        self._spool = Spool(self._writer, self._hasher)
         self._pending = b""
         self._received = 0
         self._state = RECEIVING
@@ -250,12 +250,12 @@ class Fill:
         piece = self._upstream.read(self._response, want)
         if piece:
             self._spool.write(piece)
+            self._hasher.update(piece)
             self._received += len(piece)
             self._lease.renew()
         return piece
 
     def _verify(self) -> None:
-        self._spool.hashed()
         mirror, digest = self._upstream.mirror, self._digest
         actual = f"{digest.algorithm}:{self._hasher.hexdigest()}"
         if actual != str(digest) or (self.size is not None and self._received != self.size):
@@ -269,7 +269,7 @@ class Fill:
         discard(self._response)
 
     def _stored(self, error: BaseException | None) -> None:
-        """In the spool's writing thread, once every piece is written (or one failed)."""
+        """In the spool's thread, once every piece is written (or one failed)."""
         try:
             if error is not None:
                 raise error
