@@ -122,8 +122,10 @@ def _remove_tags(name: str, removals: list[planner.TagRemoval]) -> set[int]:
         planned = {r.tag.id: (r.tag.manifest_id, r.tag.pushed_at, r.last_pulled_at) for r in chunk}
         names = {r.tag.id: r.tag.name for r in chunk}
         with transaction.atomic():
-            unchanged = [tag_id for tag_id, *state in q.tags_for_removal(list(planned))
-                         if tuple(state) == planned[tag_id]]
+            still = {tag_id for tag_id, *state in q.tags_for_removal(list(planned)) if tuple(state) == planned[tag_id]}
+            # In the plan's order, not the database's (PostgreSQL returns rows in any order), so
+            # that the delete events of one run arrive in the order the plan lists them.
+            unchanged = [r.tag.id for r in chunk if r.tag.id in still]
             q.delete_tags_by_id(unchanged)
             outbox.tags_deleted(name, [names[tag_id] for tag_id in unchanged])
         removed.update(unchanged)
