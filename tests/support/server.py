@@ -140,7 +140,9 @@ class RegistryServer:
         except ProcessLookupError:
             pass
         try:
-            self.process.wait(timeout=30)
+            # Longer than gunicorn's graceful_timeout (30 s): a worker still booting on a busy
+            # machine may hold the master that long, and a SIGKILL then loses its last log lines.
+            self.process.wait(timeout=45)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
