@@ -181,7 +181,11 @@ def test_collecting_on_one_replica_while_pushing_through_the_other_loses_nothing
     workers = [threading.Thread(target=push, args=(w,)) for w in range(3)] + [threading.Thread(target=collect)]
     for thread in workers:
         thread.start()
-    time.sleep(25)
+    # 25 s of pushing and at least two whole collections during it: on a machine busy with other
+    # tests one collection can take most of 25 s, so the pushing goes on until the second ends.
+    started = time.monotonic()
+    while time.monotonic() - started < 25 or (len(collections) < 2 and time.monotonic() - started < 120):
+        time.sleep(0.5)
     stop.set()
     for thread in workers:
         thread.join()
