@@ -13,7 +13,7 @@ from tests.e2e.conftest import Skopeo, unavailable
 from tests.support.server import RegistryServer
 from tests.support.upstreams import Distribution, UpstreamUnavailable, push_image
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # a 3 s real-time TTL with skopeo inside: run alone
 TTL = 3
 
 
