@@ -20,7 +20,7 @@ from registry.policies.immutable import immutable_tags
 from registry.names import is_valid_name, is_valid_tag
 from registry.proxy.mirrors import find as find_mirror
 from registry.services import manifests, repositories
-from registry.services.exceptions import DeleteDisabled, ReadOnlyNamespace
+from registry.services.exceptions import DeleteDisabled
 
 
 def _deleted(request: HttpRequest, valid: Callable[[str], bool]) -> str:
@@ -54,7 +54,7 @@ def _mirror(name: str, repository_id: int | None = None) -> dict[str, object] | 
 def _refuse_mirror(name: str) -> None:
     mirror = find_mirror(name)
     if mirror is not None:
-        raise ReadOnlyNamespace(f"{mirror.prefix}/ is a read-only pull-through cache of {mirror.upstream}")
+        raise mirror.read_only()
 
 
 @ui_view("GET")

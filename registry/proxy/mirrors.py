@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from registry.services.exceptions import NameUnknown
+from registry.services.exceptions import NameUnknown, ReadOnlyNamespace
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,11 @@ class Mirror:
     def upstream(self) -> str:
         """How messages name the upstream: its host and port, never its credentials."""
         return urlsplit(self.url).netloc
+
+    def read_only(self, refused: str = "") -> ReadOnlyNamespace:
+        """The refusal of a write into this cache's namespace; ``refused`` names what was refused."""
+        return ReadOnlyNamespace(f"{self.prefix}/ is a read-only pull-through cache of {self.upstream}"
+                                 + (f": no {refused} here" if refused else ""))
 
     def upstream_name(self, name: str) -> str:
         """The upstream's name of the local repository ``name`` (which is under this prefix)."""

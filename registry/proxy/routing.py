@@ -18,7 +18,6 @@ from django.http import HttpRequest, HttpResponse
 
 from registry import errors
 from registry.proxy import mirrors
-from registry.services.exceptions import ReadOnlyNamespace
 from tokens.access import Action, action_for
 
 _NAME_ROUTES = ("/manifests/", "/blobs/", "/tags/list", "/referrers/")
@@ -83,8 +82,7 @@ class ReadOnlyNamespaceMiddleware:
         if mirror is None or action_for(route, request.method) is Action.PULL:
             return None
         verb = "delete" if request.method == "DELETE" else "push or mount"
-        response = errors.response_for(ReadOnlyNamespace(
-            f"{mirror.prefix}/ is a read-only pull-through cache of {mirror.upstream}: no {verb} here"))
+        response = errors.response_for(mirror.read_only(verb))
         response["Docker-Distribution-API-Version"] = "registry/2.0"
         if request.method == "HEAD":
             response.content = b""
