@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-postgres test-deps setup migrate static clean bench soak lint
+.PHONY: run test test-postgres test-deps setup migrate static clean bench soak lint docs
 
 # Tests start hundreds of Python processes (gunicorn workers, manage.py, clients, pytest's own):
 # let them write bytecode caches (__pycache__, ignored by git) and reuse them instead of compiling
@@ -56,5 +56,11 @@ bench: $(STAMP) test-deps static
 soak: $(STAMP) test-deps static
 	SOAK_SECONDS=60 $(BIN)/pytest -q -s tests/e2e/test_soak.py
 
+# `make docs`: the documentation site (docs/, mkdocs.yml) into site/, strict: a broken link or an
+# unclosed code fence fails the build (never --quiet: it hides the warnings strict mode counts).
+docs: $(STAMP)
+	$(BIN)/python -c 'import mkdocs' 2>/dev/null || $(BIN)/pip install --quiet -e '.[docs]'
+	$(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) staticfiles site .pytest_cache .mypy_cache .ruff_cache
