@@ -22,6 +22,8 @@ SCHEMA: dict[str, Any] = {
     "tag_ttl_seconds": 300,
     "evict_after_days": 30,
     "timeout_seconds": 10,
+    "total_timeout_seconds": 30,
+    "max_concurrent_fetches": 4,
 }
 SECRETS = {("proxy", "username"), ("proxy", "password")}
 _PREFIX = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
@@ -65,12 +67,24 @@ def check(entries: list[dict[str, Any]]) -> None:
         for key in ("tag_ttl_seconds", "evict_after_days"):
             if entry[key] < 0:
                 raise ConfigError(f"{where} {key}: must not be negative, got {entry[key]}")
-        if entry["timeout_seconds"] <= 0:
-            raise ConfigError(f"{where} timeout_seconds: must be a positive integer, got {entry['timeout_seconds']}")
+        for key in ("timeout_seconds", "total_timeout_seconds", "max_concurrent_fetches"):
+            if entry[key] <= 0:
+                raise ConfigError(f"{where} {key}: must be a positive integer, got {entry[key]}")
+
+
+def check_threads(cfg: dict[str, Any]) -> None:
+    """A cache may never hold every request thread of a worker: local pulls need one."""
+    threads = cfg["server"]["threads"]
+    for index, entry in enumerate(cfg["proxy"]):
+        if threads > 0 and entry["max_concurrent_fetches"] >= threads:
+            raise ConfigError(f"{entry_name('proxy', index, entry, 'prefix')} max_concurrent_fetches: must be "
+                              f"below [server] threads ({threads}), so that pulls of other repositories "
+                              f"always find a thread, got {entry['max_concurrent_fetches']}")
 
 
 def register(lists: dict[str, dict[str, Any]], validators: dict[str, Callable[[list[dict[str, Any]]], None]],
-             secrets: set[tuple[str, str]]) -> None:
+             secrets: set[tuple[str, str]], cross_checks: list[Callable[[dict[str, Any]], None]]) -> None:
     lists["proxy"] = SCHEMA
     validators["proxy"] = check
     secrets.update(SECRETS)
+    cross_checks.append(check_threads)

@@ -23,7 +23,9 @@ class Mirror:
     host: str  # the registry host containerd names in ?ns=, or ""
     tag_ttl: timedelta
     evict_after: timedelta | None  # None: never evicted
-    timeout: float
+    timeout: float  # to connect, and for each read
+    total_timeout: float = 30.0  # for everything a pull asks the upstream, whole answers included
+    max_fetches: int = 4  # request threads of one worker that may wait on the upstream at once
     username: str = ""
     password: str = field(default="", repr=False)
 
@@ -53,6 +55,8 @@ def _mirror(entry: dict[str, Any]) -> Mirror:
         tag_ttl=timedelta(seconds=entry["tag_ttl_seconds"]),
         evict_after=timedelta(days=entry["evict_after_days"]) if entry["evict_after_days"] else None,
         timeout=float(entry["timeout_seconds"]),
+        total_timeout=float(entry["total_timeout_seconds"]),
+        max_fetches=entry["max_concurrent_fetches"],
         username=entry["username"],
         password=entry["password"],
     )

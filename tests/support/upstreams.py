@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tarfile
 import threading
@@ -381,7 +382,8 @@ class CorruptUpstream:
     """Serves ``library/bad:latest`` (a manifest listing one layer) and that layer with its last
     byte changed: same length, wrong digest. Counts the blob GETs it answered. With
     ``corrupt_manifest`` the manifest gains a byte too (still valid JSON, still sent under its
-    original digest)."""
+    original digest); with ``truncate`` the layer's own bytes stop halfway and the connection closes
+    (an upstream lost mid-stream)."""
 
     NAME = "library/bad"
 
@@ -392,6 +394,7 @@ class CorruptUpstream:
         self.layer_digest = "sha256:" + hashlib.sha256(layer).hexdigest()
         self.blob_gets = 0
         self.corrupt_manifest = False
+        self.truncate = False
         self._server: ThreadingHTTPServer | None = None
 
     @property
@@ -423,6 +426,9 @@ class CorruptUpstream:
                     if digest == upstream.layer_digest and not head:
                         upstream.blob_gets += 1
                         body = upstream.layer[:-1] + bytes([upstream.layer[-1] ^ 0xFF])
+                        if upstream.truncate:
+                            self._send_half(upstream.layer)
+                            return
                 if body is None:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
@@ -436,6 +442,15 @@ class CorruptUpstream:
                 self.end_headers()
                 if not head:
                     self.wfile.write(body)
+
+            def _send_half(self, body: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[:len(body) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
 
             def log_message(self, *args: Any) -> None:
                 pass
