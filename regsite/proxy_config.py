@@ -24,6 +24,7 @@ SCHEMA: dict[str, Any] = {
     "timeout_seconds": 10,
     "total_timeout_seconds": 30,
     "max_concurrent_fetches": 4,
+    "negative_ttl_seconds": 30,
 }
 SECRETS = {("proxy", "username"), ("proxy", "password")}
 _PREFIX = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
@@ -64,7 +65,7 @@ def check(entries: list[dict[str, Any]]) -> None:
         hosts.add(host)
         if entry["password"] and not entry["username"]:
             raise ConfigError(f"{where} password: given without a username")
-        for key in ("tag_ttl_seconds", "evict_after_days"):
+        for key in ("tag_ttl_seconds", "evict_after_days", "negative_ttl_seconds"):
             if entry[key] < 0:
                 raise ConfigError(f"{where} {key}: must not be negative, got {entry[key]}")
         for key in ("timeout_seconds", "total_timeout_seconds", "max_concurrent_fetches"):

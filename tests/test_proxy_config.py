@@ -29,7 +29,7 @@ def test_it_reads_several_caches_with_defaults(tmp_path) -> None:
     hub, ghcr = cfg["proxy"]
     assert hub == {"prefix": "hub", "url": "https://registry-1.docker.io", "host": "docker.io", "username": "",
                    "password": "", "tag_ttl_seconds": 300, "evict_after_days": 30, "timeout_seconds": 10,
-                   "total_timeout_seconds": 30, "max_concurrent_fetches": 4}
+                   "total_timeout_seconds": 30, "max_concurrent_fetches": 4, "negative_ttl_seconds": 30}
     assert (ghcr["prefix"], ghcr["tag_ttl_seconds"], ghcr["host"]) == ("mirrors/ghcr", 60, "")
 
 
@@ -61,6 +61,7 @@ def test_credentials_come_from_the_environment(tmp_path) -> None:
     (X + 'total_timeout_seconds = 0\n', 'total_timeout_seconds: must be a positive'),
     (X + 'max_concurrent_fetches = 0\n', 'max_concurrent_fetches: must be a positive'),
     (X + 'max_concurrent_fetches = 8\n', '"hub" max_concurrent_fetches: must be below [server] threads (8)'),
+    (X + 'negative_ttl_seconds = -1\n', 'negative_ttl_seconds: must not be negative'),
     (X + 'ttl = 5\n', '[[proxy]] #1 "hub" ttl: unknown key'),
 ])
 def test_a_bad_entry_is_named_with_its_key(tmp_path, text, message) -> None:

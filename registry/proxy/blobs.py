@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from registry import queries
 from registry.digests import Digest, new_hasher
-from registry.proxy import metrics, slots
+from registry.proxy import metrics, misses, slots
 from registry.proxy.mirrors import Mirror, split
 from registry.proxy.spool import Spool
 from registry.proxy.upstream import Upstream, discard
@@ -68,12 +68,15 @@ def stat(name: str, digest_text: str) -> blobs.BlobInfo:
     digest = parse_digest(digest_text)
     if _adopt(name, digest):
         return blobs.stat(name, digest_text)
+    if misses.remembered(mirror, "blob", upstream_name, str(digest)):
+        raise _unknown(name, digest)
     slot = slots.take(mirror)
     try:
         size = Upstream(mirror).head_blob(upstream_name, str(digest))
     finally:
         slot.release()
     if size is None:
+        misses.remember(mirror, "blob", upstream_name, str(digest))
         raise _unknown(name, digest)
     return blobs.BlobInfo(str(digest), size)
 
@@ -86,6 +89,8 @@ def pull(name: str, digest_text: str, ranged: bool = False) -> tuple[BinaryIO, b
     digest = parse_digest(digest_text)
     if _hit(mirror, name, digest):
         return None
+    if misses.remembered(mirror, "blob", upstream_name, str(digest)):
+        raise _unknown(name, digest)
     slot = slots.take(mirror)
     try:
         fill = _fetch(mirror, name, upstream_name, digest, slot)
@@ -178,6 +183,7 @@ def _start(upstream: Upstream, name: str, upstream_name: str, digest: Digest, le
     mirror = upstream.mirror
     response = upstream.open_blob(upstream_name, str(digest))
     if response is None:
+        misses.remember(mirror, "blob", upstream_name, str(digest))
         raise _unknown(name, digest)
     metrics.MISSES.labels(mirror.prefix, "blob").inc()
     try:

@@ -5,9 +5,10 @@ trusted for the mirror's ``tag_ttl``; after that one HEAD asks the upstream for 
 one costs nothing more, a new one is fetched by digest and the tag moves. When the upstream cannot
 answer (down, 429, 5xx, credentials refused) a cached tag is served anyway with a ``Warning``
 header, and a miss is refused with the upstream's failure (registry.errors maps it to 502, 503, 504
-or 429 with Retry-After). A tag the upstream says it does not have is gone here too. Asking the
-upstream holds one of the worker's slots for the cache (registry.proxy.slots); when none is free a
-cached tag is served as when the upstream fails.
+or 429 with Retry-After). A tag the upstream says it does not have is gone here too, and that
+answer, as any 404 of the upstream, is remembered for the cache's ``negative_ttl``
+(registry.proxy.misses). Asking the upstream holds one of the worker's slots for the cache
+(registry.proxy.slots); when none is free a cached tag is served as when the upstream fails.
 
 Manifests are stored as the upstream sent them, byte for byte, without their blobs: those are
 fetched when a client asks for them (registry.proxy.blobs).
@@ -24,7 +25,7 @@ from django.utils import timezone
 from registry import queries
 from registry.digests import Digest, is_digest_like
 from registry.policies import pulls
-from registry.proxy import metrics, slots
+from registry.proxy import metrics, misses, slots
 from registry.proxy.mirrors import Mirror, split
 from registry.proxy.upstream import FetchedManifest, Upstream
 from registry.services import manifest_format
@@ -58,6 +59,8 @@ def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
     if cached is not None and cached.fresh:
         metrics.HITS.labels(mirror.prefix, "manifest").inc()
         return _served(cached)
+    if cached is None and misses.remembered(mirror, "manifest", upstream_name, reference):
+        raise _unknown(name, reference)
     slot: slots.Slot | None = None
     try:
         slot = slots.take(mirror)
@@ -75,6 +78,7 @@ def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
         if slot is not None:
             slot.release()
     if fetched is None:
+        misses.remember(mirror, "manifest", upstream_name, reference)
         raise _unknown(name, reference)
     metrics.MISSES.labels(mirror.prefix, "manifest").inc()
     return _cache(mirror, name, reference, fetched, with_body, now)
@@ -98,6 +102,7 @@ def _revalidate(upstream: Upstream, mirror: Mirror, name: str, upstream_name: st
     digest = upstream.head_manifest(upstream_name, tag)
     if digest is None:
         queries.delete_tag(cached.repository_id, tag)
+        misses.remember(mirror, "manifest", upstream_name, tag)
         raise ManifestUnknown(f"tag {tag!r} is no longer in the upstream of {name!r}")
     if digest == cached.digest:
         queries.mark_tag_checked(cached.repository_id, tag, now)
@@ -113,6 +118,7 @@ def _revalidate(upstream: Upstream, mirror: Mirror, name: str, upstream_name: st
     fetched = upstream.get_manifest(upstream_name, reference, settings.REGISTRY_MAX_MANIFEST_BYTES)
     if fetched is None:
         queries.delete_tag(cached.repository_id, tag)
+        misses.remember(mirror, "manifest", upstream_name, tag)
         raise ManifestUnknown(f"tag {tag!r} is no longer in the upstream of {name!r}")
     metrics.MISSES.labels(mirror.prefix, "manifest").inc()
     stored = _cache(mirror, name, reference, fetched, with_body, now, tag)

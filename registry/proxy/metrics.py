@@ -32,6 +32,12 @@ UPSTREAM_BYTES = Counter(
     "Bytes of manifests and blobs received from each upstream, by cache prefix.",
     ["proxy"],
 )
+NEGATIVE_HITS = Counter(
+    "registry_proxy_negative_hits",
+    "Pulls through a pull-through cache answered 404 without asking the upstream, which answered 404 "
+    "for the same name within negative_ttl_seconds, by cache prefix and kind.",
+    ["proxy", "kind"],
+)
 BUSY = Counter(
     "registry_proxy_busy",
     "Pulls through a pull-through cache refused with 503 because the worker's request threads allowed "

@@ -26,6 +26,7 @@ class Mirror:
     timeout: float  # to connect, and for each read
     total_timeout: float = 30.0  # for everything a pull asks the upstream, whole answers included
     max_fetches: int = 4  # request threads of one worker that may wait on the upstream at once
+    negative_ttl: float = 0.0  # how long a 404 of the upstream is remembered
     username: str = ""
     password: str = field(default="", repr=False)
 
@@ -57,6 +58,7 @@ def _mirror(entry: dict[str, Any]) -> Mirror:
         timeout=float(entry["timeout_seconds"]),
         total_timeout=float(entry["total_timeout_seconds"]),
         max_fetches=entry["max_concurrent_fetches"],
+        negative_ttl=float(entry["negative_ttl_seconds"]),
         username=entry["username"],
         password=entry["password"],
     )
