@@ -25,8 +25,10 @@ SCHEMA: dict[str, Any] = {
     "total_timeout_seconds": 30,
     "max_concurrent_fetches": 4,
     "negative_ttl_seconds": 30,
+    "realm_hosts": [],
 }
 SECRETS = {("proxy", "username"), ("proxy", "password")}
+_HOST = re.compile(r"(?:http://)?[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?", re.IGNORECASE)
 _PREFIX = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 
 
@@ -71,6 +73,10 @@ def check(entries: list[dict[str, Any]]) -> None:
         for key in ("timeout_seconds", "total_timeout_seconds", "max_concurrent_fetches"):
             if entry[key] <= 0:
                 raise ConfigError(f"{where} {key}: must be a positive integer, got {entry[key]}")
+        for host in entry["realm_hosts"]:
+            if not _HOST.fullmatch(host):
+                raise ConfigError(f"{where} realm_hosts: expected host names such as \"auth.docker.io\" (or "
+                                  f"\"http://host\" to allow plain http), got {host!r}")
 
 
 def check_threads(cfg: dict[str, Any]) -> None:

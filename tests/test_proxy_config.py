@@ -29,7 +29,8 @@ def test_it_reads_several_caches_with_defaults(tmp_path) -> None:
     hub, ghcr = cfg["proxy"]
     assert hub == {"prefix": "hub", "url": "https://registry-1.docker.io", "host": "docker.io", "username": "",
                    "password": "", "tag_ttl_seconds": 300, "evict_after_days": 30, "timeout_seconds": 10,
-                   "total_timeout_seconds": 30, "max_concurrent_fetches": 4, "negative_ttl_seconds": 30}
+                   "total_timeout_seconds": 30, "max_concurrent_fetches": 4, "negative_ttl_seconds": 30,
+                   "realm_hosts": []}
     assert (ghcr["prefix"], ghcr["tag_ttl_seconds"], ghcr["host"]) == ("mirrors/ghcr", 60, "")
 
 
@@ -62,16 +63,20 @@ def test_credentials_come_from_the_environment(tmp_path) -> None:
     (X + 'max_concurrent_fetches = 0\n', 'max_concurrent_fetches: must be a positive'),
     (X + 'max_concurrent_fetches = 8\n', '"hub" max_concurrent_fetches: must be below [server] threads (8)'),
     (X + 'negative_ttl_seconds = -1\n', 'negative_ttl_seconds: must not be negative'),
+    (X + 'realm_hosts = "auth.docker.io"\n', 'realm_hosts: expected a list of strings'),
+    (X + 'realm_hosts = ["https://auth.docker.io"]\n', 'realm_hosts: expected host names'),
+    (X + 'realm_hosts = ["auth.docker.io/token"]\n', 'realm_hosts: expected host names'),
     (X + 'ttl = 5\n', '[[proxy]] #1 "hub" ttl: unknown key'),
 ])
 def test_a_bad_entry_is_named_with_its_key(tmp_path, text, message) -> None:
     assert message in refused(tmp_path, text)
 
 
-def test_limits_are_read(tmp_path) -> None:
-    cfg = load(tmp_path, X + 'max_concurrent_fetches = 3\n',
+def test_realm_hosts_and_limits_are_read(tmp_path) -> None:
+    cfg = load(tmp_path, X + 'realm_hosts = ["auth.docker.io", "http://auth.internal"]\nmax_concurrent_fetches = 3\n',
                SVC_SERVER_THREADS="4", SVC_PROXY_0_TOTAL_TIMEOUT_SECONDS="600")
     entry = cfg["proxy"][0]
+    assert entry["realm_hosts"] == ["auth.docker.io", "http://auth.internal"]
     assert (entry["max_concurrent_fetches"], entry["total_timeout_seconds"]) == (3, 600)
     assert "must be below [server] threads (2)" in refused(tmp_path, X, SVC_SERVER_THREADS="2")
 

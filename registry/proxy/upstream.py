@@ -3,8 +3,11 @@
 It speaks the three ways registries admit pulls: anonymous, Basic, and the Bearer token flow of
 Docker Hub, GHCR and distribution's token auth (a 401 with ``WWW-Authenticate: Bearer realm=...,
 service=...,scope=...``, a token fetched from the realm with the configured credentials, the
-request sent again with it). Failures become the domain's UpstreamError family, whose messages name
-the upstream's host and what was asked, never a credential, a token or an upstream's error body.
+request sent again with it). The realm is named by the upstream, so the credentials go there only
+when it is the upstream's own host (over https when the upstream is) or one the cache's
+``realm_hosts`` lists; any other is asked without them. Failures become the domain's UpstreamError
+family, whose messages name the upstream's host and what was asked, never a credential, a token or
+an upstream's error body.
 
 Everything one ``Upstream`` asks (a pull's HEAD, GET, token) shares one deadline, the cache's
 ``total_timeout`` from its creation, over whole answers (registry.proxy.deadline): past it the pull
@@ -249,6 +252,15 @@ class Upstream:
         except TransportError as exc:
             raise self._lost(exc) from None
 
+    def _trusts(self, realm: str) -> bool:
+        """Whether the token service at ``realm`` may have the credentials: the upstream's own host,
+        or one of ``realm_hosts``; plain http for an https upstream only as ``http://host`` there."""
+        url, upstream = urlsplit(realm), urlsplit(self.mirror.url)
+        host, listed = (url.hostname or "").lower(), self.mirror.realm_hosts
+        if url.scheme == "http" and upstream.scheme == "https":
+            return f"http://{host}" in listed
+        return host == (upstream.hostname or "").lower() or host in listed or f"http://{host}" in listed
+
     def _basic(self) -> str:
         pair = f"{self.mirror.username}:{self.mirror.password}".encode()
         return "Basic " + base64.b64encode(pair).decode("ascii")
@@ -258,9 +270,19 @@ class Upstream:
         if urlsplit(realm).scheme not in ("http", "https"):
             raise self._failed(f"the upstream {self.mirror.upstream} names a token service that is not HTTP")
         query = urlencode([(key, value) for key, value in (("service", service), ("scope", scope)) if value])
-        headers = {"Authorization": self._basic()} if self.mirror.username else {}
+        withheld = bool(self.mirror.username) and not self._trusts(realm)
+        if withheld:
+            log.warning("pull-through cache %s: the upstream %s names the token service %s, which is neither "
+                        "its own host nor in realm_hosts: asking it without the credentials",
+                        self.mirror.prefix, self.mirror.upstream, self._realm_host(realm))
+        headers = {"Authorization": self._basic()} if self.mirror.username and not withheld else {}
         response = self._request("GET", f"{realm}{'&' if '?' in realm else '?'}{query}", headers)
         try:
+            if response.status in (401, 403) and withheld:
+                raise self._failed(f"the token service {self._realm_host(realm)} that the upstream "
+                                   f"{self.mirror.upstream} names refused a request without credentials "
+                                   f"({response.status}); those of [[proxy]] {self.mirror.prefix} go only to the "
+                                   "upstream's own host or one listed in its realm_hosts")
             if response.status in (401, 403):
                 raise self._failed(f"the token service of the upstream {self.mirror.upstream} refused the "
                                    f"credentials of [[proxy]] {self.mirror.prefix} ({response.status})")
@@ -288,6 +310,11 @@ class Upstream:
             raise self._failed(f"the token service of the upstream {self.mirror.upstream} sent more than "
                                f"{TOKEN_LIMIT} bytes")
         return body
+
+    @staticmethod
+    def _realm_host(realm: str) -> str:
+        url = urlsplit(realm)
+        return f"{url.scheme}://{url.hostname or ''}"
 
     # -- errors ---------------------------------------------------------------------------------
 

@@ -68,15 +68,16 @@ class TokenRealm:
     """``GET /token?service=&scope=`` with Basic credentials -> ``{"token", "expires_in"}``."""
 
     def __init__(self, workdir: Path, username: str, password: str, service: str = "upstream",
-                 issuer: str = "test-token-issuer", expires_in: int = 300) -> None:
+                 issuer: str = "test-token-issuer", expires_in: int = 300, host: str = "127.0.0.1") -> None:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import NameOID
 
         self.username, self.password, self.service, self.issuer = username, password, service, issuer
-        self.expires_in = expires_in
+        self.expires_in, self.host = expires_in, host  # the host its URL names (it listens on 127.0.0.1)
         self.requests: list[dict[str, str]] = []
+        self.credentialed: list[bool] = []  # per request: whether it came with Basic credentials
         self.issued: list[str] = []
         self._key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test token signer")])
@@ -95,7 +96,7 @@ class TokenRealm:
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/token"
+        return f"http://{self.host}:{self._server.server_address[1]}/token"
 
     def token(self, subject: str, scope: str) -> str:
         from cryptography.hazmat.primitives import hashes, serialization
@@ -123,6 +124,7 @@ class TokenRealm:
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
                 query = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
                 realm.requests.append(query)
+                realm.credentialed.append(self.headers.get("Authorization") is not None)
                 if self.headers.get("Authorization") != basic(realm.username, realm.password):
                     self._answer(401, {"details": "wrong credentials"})
                     return
