@@ -3,7 +3,8 @@ however slowly the upstream sends; and a worker never has more than ``max_concur
 request threads waiting on one upstream: past that a pull is refused at once, 503 with Retry-After.
 
 The upstream here sends one byte every half second, well inside the read timeout, so that only a
-deadline on the whole response ends a pull."""
+deadline on the whole response ends a pull. Without a free slot, a cached tag is served as when the
+upstream fails: with a Warning."""
 from __future__ import annotations
 
 import json
@@ -20,9 +21,10 @@ from django.utils import timezone
 from registry.digests import Digest
 from registry.models import Lease
 from registry.proxy import blobs as proxy_blobs
+from registry.proxy import mirrors, slots
 from tests.support.proxy_fixtures import fresh_upstream_state, mirror, proxy_entry, start_upstream, upstream  # noqa: F401
 from tests.support.trickling_upstream import TricklingUpstream
-from tests.support.upstreams import OCI_MANIFEST, push_blob
+from tests.support.upstreams import OCI_MANIFEST, push_blob, push_image
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ACCEPT = {"Accept": OCI_MANIFEST}
@@ -136,3 +138,19 @@ def test_past_max_concurrent_fetches_a_pull_is_refused_at_once(settings, trickli
     # Once they ended (at the deadline), pulls reach the upstream again.
     response, _ = timed(lambda: Client().get("/v2/slow/team/other/manifests/v1", headers=ACCEPT), 10)
     assert response.status_code == 504 and len(server.requests) == 3
+
+
+def test_a_cached_tag_is_served_with_a_warning_when_no_slot_is_free(client, settings, upstream) -> None:
+    settings.REGISTRY_PROXIES = [proxy_entry(prefix="hub", url=upstream.url, tag_ttl_seconds=0,
+                                             max_concurrent_fetches=1)]
+    pushed = push_image(upstream.url, "library/app", "v1", layers=1)
+    assert client.get("/v2/hub/library/app/manifests/v1", headers=ACCEPT).status_code == 200
+    held = slots.take(mirrors.configured()[0])  # another pull waiting on the upstream
+    try:
+        response = client.get("/v2/hub/library/app/manifests/v1", headers=ACCEPT)
+        assert response.status_code == 200 and response["Docker-Content-Digest"] == pushed.digest
+        assert "max_concurrent_fetches" in response["Warning"]
+        assert_refused(client.get("/v2/hub/library/other/manifests/v1", headers=ACCEPT), 503)
+    finally:
+        held.release()
+    assert "Warning" not in client.get("/v2/hub/library/app/manifests/v1", headers=ACCEPT)
