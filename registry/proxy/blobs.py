@@ -113,19 +113,19 @@ def _fetch(mirror: Mirror, name: str, upstream_name: str, digest: Digest, slot: 
     upstream = Upstream(mirror)  # the pull's deadline starts now, the waits included
     lease = FetchLease(digest)
     while True:
+        if lease.acquire():
+            try:
+                fill = _start(upstream, name, upstream_name, digest, lease, slot)
+            except BaseException:
+                lease.release()
+                raise
+            if fill is not None:
+                return fill
+            lease.release()  # stored by the request that held the lease just before
+        else:
+            _wait(name, digest, lease.name, upstream.deadline)
         if _hit(mirror, name, digest):
             return None
-        if not lease.acquire():
-            _wait(name, digest, lease.name, upstream.deadline)
-            continue
-        try:
-            fill = _start(upstream, name, upstream_name, digest, lease, slot)
-        except BaseException:
-            lease.release()
-            raise
-        if fill is not None:
-            return fill
-        lease.release()  # stored by the request that held the lease just before
 
 
 def _hit(mirror: Mirror, name: str, digest: Digest) -> bool:

@@ -45,7 +45,8 @@ class _Watchdog:
             if self._thread is None or not self._thread.is_alive():  # none yet, or a forked process
                 self._thread = threading.Thread(target=self._run, name="proxy-deadlines", daemon=True)
                 self._thread.start()
-            self._changed.notify()
+            if self._due[0][2] is conn:  # the earliest now: the watchdog sleeps until another
+                self._changed.notify()
 
     def _run(self) -> None:
         while True:
