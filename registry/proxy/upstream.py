@@ -126,17 +126,9 @@ def discard(response: Any) -> None:
 
 
 class Upstream:
-    def __init__(self, mirror: Mirror, until: float | None = None) -> None:
-        """``until``: the deadline (time.monotonic()), the mirror's total_timeout from now by default."""
+    def __init__(self, mirror: Mirror) -> None:
         self.mirror = mirror
-        self.deadline = until if until is not None else time.monotonic() + mirror.total_timeout
-
-    def left(self) -> float:
-        """Seconds until the deadline; UpstreamTimedOut once it passed."""
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise self._timed_out()
-        return left
+        self.deadline = time.monotonic() + mirror.total_timeout  # a time.monotonic()
 
     # -- what the cache asks -----------------------------------------------------------------
 
@@ -243,7 +235,9 @@ class Upstream:
                                f"registry does not speak ({scheme[:20]!r})")
 
     def _request(self, method: str, url: str, headers: dict[str, str]) -> Any:
-        left = self.left()
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self._timed_out()
         timeout = Timeout(connect=min(self.mirror.timeout, left), read=min(self.mirror.timeout, left))
         try:
             with deadline.within(self.deadline):
