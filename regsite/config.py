@@ -549,7 +549,7 @@ def _register_tables() -> None:
     from notifications import endpoints
     from regsite import policy_config, proxy_config
 
-    proxy_config.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS, CROSS_CHECKS)
+    proxy_config.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
     policy_config.register(LISTS, LIST_VALIDATORS, CROSS_CHECKS)
     endpoints.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
 

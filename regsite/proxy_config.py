@@ -79,19 +79,8 @@ def check(entries: list[dict[str, Any]]) -> None:
                                   f"\"http://host\" to allow plain http), got {host!r}")
 
 
-def check_threads(cfg: dict[str, Any]) -> None:
-    """A cache may never hold every request thread of a worker: local pulls need one."""
-    threads = cfg["server"]["threads"]
-    for index, entry in enumerate(cfg["proxy"]):
-        if threads > 0 and entry["max_concurrent_fetches"] >= threads:
-            raise ConfigError(f"{entry_name('proxy', index, entry, 'prefix')} max_concurrent_fetches: must be "
-                              f"below [server] threads ({threads}), so that pulls of other repositories "
-                              f"always find a thread, got {entry['max_concurrent_fetches']}")
-
-
 def register(lists: dict[str, dict[str, Any]], validators: dict[str, Callable[[list[dict[str, Any]]], None]],
-             secrets: set[tuple[str, str]], cross_checks: list[Callable[[dict[str, Any]], None]]) -> None:
+             secrets: set[tuple[str, str]]) -> None:
     lists["proxy"] = SCHEMA
     validators["proxy"] = check
     secrets.update(SECRETS)
-    cross_checks.append(check_threads)

@@ -61,7 +61,6 @@ def test_credentials_come_from_the_environment(tmp_path) -> None:
     (X + 'timeout_seconds = 0\n', 'timeout_seconds: must be a positive'),
     (X + 'total_timeout_seconds = 0\n', 'total_timeout_seconds: must be a positive'),
     (X + 'max_concurrent_fetches = 0\n', 'max_concurrent_fetches: must be a positive'),
-    (X + 'max_concurrent_fetches = 8\n', '"hub" max_concurrent_fetches: must be below [server] threads (8)'),
     (X + 'negative_ttl_seconds = -1\n', 'negative_ttl_seconds: must not be negative'),
     (X + 'realm_hosts = "auth.docker.io"\n', 'realm_hosts: expected a list of strings'),
     (X + 'realm_hosts = ["https://auth.docker.io"]\n', 'realm_hosts: expected host names'),
@@ -74,11 +73,10 @@ def test_a_bad_entry_is_named_with_its_key(tmp_path, text, message) -> None:
 
 def test_realm_hosts_and_limits_are_read(tmp_path) -> None:
     cfg = load(tmp_path, X + 'realm_hosts = ["auth.docker.io", "http://auth.internal"]\nmax_concurrent_fetches = 3\n',
-               SVC_SERVER_THREADS="4", SVC_PROXY_0_TOTAL_TIMEOUT_SECONDS="600")
+               SVC_PROXY_0_TOTAL_TIMEOUT_SECONDS="600")
     entry = cfg["proxy"][0]
     assert entry["realm_hosts"] == ["auth.docker.io", "http://auth.internal"]
     assert (entry["max_concurrent_fetches"], entry["total_timeout_seconds"]) == (3, 600)
-    assert "must be below [server] threads (2)" in refused(tmp_path, X, SVC_SERVER_THREADS="2")
 
 
 def test_a_password_is_never_shown_in_an_error(tmp_path) -> None:

@@ -1,8 +1,9 @@
 """A trickling upstream under gunicorn: it sends one byte every 2 s (under the read timeout), and 20
 clients keep pulling through its cache, manifests and one blob, each coming back a second after it
-was answered (sooner than any Retry-After). Pulls of the registry's own repositories meanwhile keep answering fast (p99 < 250 ms),
-and every pull through the cache ends within the cache's deadline (``total_timeout_seconds``): 503
-or 504 with Retry-After (a blob answer already streaming may end short instead)."""
+was answered (sooner than any Retry-After). Pulls of the registry's own repositories meanwhile keep
+answering fast (p99 < 250 ms), and every pull through the cache ends within the cache's deadline
+(``total_timeout_seconds``): 503 or 504 with Retry-After (a blob answer already streaming may end
+short instead)."""
 from __future__ import annotations
 
 import http.client
