@@ -22,8 +22,13 @@ SCHEMA: dict[str, Any] = {
     "tag_ttl_seconds": 300,
     "evict_after_days": 30,
     "timeout_seconds": 10,
+    "total_timeout_seconds": 30,
+    "max_concurrent_fetches": 4,
+    "negative_ttl_seconds": 30,
+    "realm_hosts": [],
 }
 SECRETS = {("proxy", "username"), ("proxy", "password")}
+_HOST = re.compile(r"(?:http://)?[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?", re.IGNORECASE)
 _PREFIX = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 
 
@@ -62,11 +67,16 @@ def check(entries: list[dict[str, Any]]) -> None:
         hosts.add(host)
         if entry["password"] and not entry["username"]:
             raise ConfigError(f"{where} password: given without a username")
-        for key in ("tag_ttl_seconds", "evict_after_days"):
+        for key in ("tag_ttl_seconds", "evict_after_days", "negative_ttl_seconds"):
             if entry[key] < 0:
                 raise ConfigError(f"{where} {key}: must not be negative, got {entry[key]}")
-        if entry["timeout_seconds"] <= 0:
-            raise ConfigError(f"{where} timeout_seconds: must be a positive integer, got {entry['timeout_seconds']}")
+        for key in ("timeout_seconds", "total_timeout_seconds", "max_concurrent_fetches"):
+            if entry[key] <= 0:
+                raise ConfigError(f"{where} {key}: must be a positive integer, got {entry[key]}")
+        for host in entry["realm_hosts"]:
+            if not _HOST.fullmatch(host):
+                raise ConfigError(f"{where} realm_hosts: expected host names such as \"auth.docker.io\" (or "
+                                  f"\"http://host\" to allow plain http), got {host!r}")
 
 
 def register(lists: dict[str, dict[str, Any]], validators: dict[str, Callable[[list[dict[str, Any]]], None]],

@@ -133,6 +133,8 @@ REGISTRY_IMMUTABLE: list[dict] = SVC["immutable"]
 REGISTRY_QUOTAS: list[dict] = SVC["quota"]
 # Pull-through caches, one entry per [[proxy]] table (registry.proxy).
 REGISTRY_PROXIES: list[dict] = SVC["proxy"]
+# Request threads of a worker that may wait on upstreams at once, all caches together (registry.proxy.slots).
+REGISTRY_PROXY_WORKER_FETCHES: int = max(1, SVC["server"]["threads"] // 2)
 
 # [[notifications]]: webhook endpoints (notifications.endpoints); the address events name as their source.
 NOTIFICATIONS: list[dict] = SVC["notifications"]

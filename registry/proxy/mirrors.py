@@ -23,7 +23,11 @@ class Mirror:
     host: str  # the registry host containerd names in ?ns=, or ""
     tag_ttl: timedelta
     evict_after: timedelta | None  # None: never evicted
-    timeout: float
+    timeout: float  # to connect, and for each read
+    total_timeout: float = 30.0  # for everything a pull asks the upstream, whole answers included
+    max_fetches: int = 4  # request threads of one worker that may wait on the upstream at once
+    negative_ttl: float = 0.0  # how long a 404 of the upstream is remembered
+    realm_hosts: frozenset[str] = frozenset()  # token services trusted with the credentials
     username: str = ""
     password: str = field(default="", repr=False)
 
@@ -53,6 +57,10 @@ def _mirror(entry: dict[str, Any]) -> Mirror:
         tag_ttl=timedelta(seconds=entry["tag_ttl_seconds"]),
         evict_after=timedelta(days=entry["evict_after_days"]) if entry["evict_after_days"] else None,
         timeout=float(entry["timeout_seconds"]),
+        total_timeout=float(entry["total_timeout_seconds"]),
+        max_fetches=entry["max_concurrent_fetches"],
+        negative_ttl=float(entry["negative_ttl_seconds"]),
+        realm_hosts=frozenset(host.lower() for host in entry["realm_hosts"]),
         username=entry["username"],
         password=entry["password"],
     )
