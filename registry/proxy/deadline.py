@@ -67,6 +67,14 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
+def extend(response: Any, deadline: float) -> None:
+    """Move the deadline of the connection ``response`` is read from to ``deadline`` (a later one)."""
+    conn = getattr(response, "_connection", None)
+    if conn is not None and conn.deadline is not None and deadline > conn.deadline:
+        conn.deadline = deadline  # the entry for the earlier deadline no longer matches: it does nothing
+        _WATCHDOG.watch(conn, deadline)
+
+
 class _Watched:
     deadline: float | None = None
 

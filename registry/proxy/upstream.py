@@ -11,7 +11,8 @@ an upstream's error body.
 
 Everything one ``Upstream`` asks (a pull's HEAD, GET, token) shares one deadline, the cache's
 ``total_timeout`` from its creation, over whole answers (registry.proxy.deadline): past it the pull
-gets UpstreamTimedOut (504).
+gets UpstreamTimedOut (504). Bytes that arrive move it on (a second per EARNED_RATE bytes), so a
+large layer at an honest pace completes, while an upstream trickling bytes earns nothing.
 
 Two things are kept in each process's memory, as caches only (every worker learns them for itself,
 and losing them costs a round trip): the Authorization header each upstream accepted (Basic, or a
@@ -125,10 +126,15 @@ def discard(response: Any) -> None:
         response.release_conn()
 
 
+# Bytes of an answer that earn it one more second past total_timeout (see Upstream._earn).
+EARNED_RATE = 1024 * 1024
+
 class Upstream:
     def __init__(self, mirror: Mirror) -> None:
         self.mirror = mirror
-        self.deadline = time.monotonic() + mirror.total_timeout  # a time.monotonic()
+        self.started = time.monotonic()
+        self.deadline = self.started + mirror.total_timeout  # a time.monotonic()
+        self.received = 0
 
     # -- what the cache asks -----------------------------------------------------------------
 
@@ -195,7 +201,19 @@ class Upstream:
         if len(data) < size and time.monotonic() >= self.deadline:  # cut off by the deadline (not at the end)
             raise self._timed_out()
         metrics.UPSTREAM_BYTES.labels(self.mirror.prefix).inc(len(data))
+        self._earn(response, len(data))
         return data
+
+    def _earn(self, response: Any, count: int) -> None:
+        """Bytes that arrived move the deadline on by a second per EARNED_RATE bytes: a large layer
+        arriving at an honest pace is never cut off (one that takes longer than total_timeout would
+        otherwise be fetched again, whole, by every retry and never stored), while an upstream
+        trickling bytes earns nothing."""
+        self.received += count
+        earned = self.started + self.mirror.total_timeout + self.received / EARNED_RATE
+        if earned > self.deadline + 1.0:  # a second at a time: one watchdog entry per second, not per read
+            self.deadline = earned
+            deadline.extend(response, earned)
 
     # -- requests and authentication -----------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """An upstream registry that answers every request one byte at a time, for the pull-through cache's
-deadline tests: one byte every ``interval`` seconds, under any read timeout, so that only a deadline
-on the whole response ends it.
+deadline tests: one byte (or ``chunk`` bytes) every ``interval`` seconds, under any read timeout, so
+that only a deadline on the whole response ends it.
 
 It serves one image, ``library/app:v1`` (a manifest and one layer) under any repository name, and
 404 for anything else, also trickled. With ``trickle_head`` the status line and headers trickle too;
@@ -20,8 +20,9 @@ from tests.support.upstreams import OCI_CONFIG, OCI_LAYER, OCI_MANIFEST
 
 
 class TricklingUpstream:
-    def __init__(self, interval: float = 2.0, trickle_head: bool = False, layer_size: int = 64 * 1024) -> None:
-        self.interval, self.trickle_head = interval, trickle_head
+    def __init__(self, interval: float = 2.0, trickle_head: bool = False, layer_size: int = 64 * 1024,
+                 chunk: int = 1) -> None:
+        self.interval, self.trickle_head, self.chunk = interval, trickle_head, chunk
         self.layer = os.urandom(layer_size)
         self.config = json.dumps({"architecture": "amd64", "os": "linux"}).encode()
         self.layer_digest = "sha256:" + hashlib.sha256(self.layer).hexdigest()
@@ -99,10 +100,11 @@ class TricklingUpstream:
             if not self.trickle_head:
                 conn.sendall(head)
                 head = b""
-            for byte in head + body:
+            data = head + body
+            for start in range(0, len(data), self.chunk):
                 if self._stopped.wait(self.interval):
                     return
-                conn.sendall(bytes([byte]))
+                conn.sendall(data[start:start + self.chunk])
         except OSError:
             pass
         finally:
