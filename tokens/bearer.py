@@ -85,6 +85,11 @@ class ScopedPrincipal(Principal):
     def grants(self, scope: Scope) -> bool:
         return all((scope.type, scope.name, action) in self.access for action in scope.actions)
 
+    def may(self, action: Action, repository: str | None = None) -> bool:
+        # A request's own repository is checked by the middleware (missing_scopes, which names the
+        # scope to ask for); one the request reaches beyond it (a mount's source) is checked here.
+        return super().may(action) and (repository is None or ("repository", repository, action.value) in self.access)
+
 
 @dataclass(frozen=True)
 class Identity:
