@@ -10,7 +10,7 @@ from django.utils import timezone
 from notifications import outbox
 from registry import queries
 from registry.digests import Digest
-from registry.policies import quotas
+from registry.policies import immutable, quotas
 from registry.services.common import check_name, ensure_repository, get_repository, parse_digest
 from registry.services.digest_locks import lock_digests
 from registry.services.exceptions import BlobUnknown, DeleteDisabled, NameUnknown
@@ -162,6 +162,9 @@ def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
     except NameUnknown:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)}) from None
     with transaction.atomic(), quotas.releasing(lambda: queries.quota_links_of_digest(str(digest), repository.id)):
+        if immutable.applies(repository.name):
+            lock_digests([str(digest)])  # a manifest PUT referencing it goes first, or after
+            immutable.check_blob_delete(repository, str(digest))
         deleted = queries.unlink_blob(repository.id, str(digest))
         if deleted:
             outbox.blob_deleted(name, str(digest))
