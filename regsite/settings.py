@@ -47,6 +47,8 @@ MIDDLEWARE = [
     "regsite.db.ReleaseBeforeStreamingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything reads the request: a NUL in its path, query or headers is a 400 (regsite.text).
+    "regsite.text.TextMiddleware",
     # Before authentication: a mirror's ?ns= or /<prefix>/v2/ path is rewritten to the name it means.
     "registry.proxy.routing.ProxyRoutingMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
