@@ -41,6 +41,10 @@ ACCESS_AUDIENCE = SERVICE
 REFRESH_AUDIENCE = SERVICE + ":refresh"
 LEEWAY_SECONDS = 30  # clocks of replicas may differ a little
 MAX_SCOPES = 64
+MAX_SCOPE_NAME = 255  # a repository name's longest (registry.names)
+# The longest Authorization header the registry reads (tokens.middleware): a token must fit in one.
+MAX_AUTHORIZATION_CHARS = 8192
+MAX_TOKEN_CHARS = MAX_AUTHORIZATION_CHARS - len("Bearer ")
 ROLE_ACTIONS = {Role.READ: ("pull",), Role.WRITE: ("pull", "push"), Role.ADMIN: ("pull", "push", "delete")}
 CATALOG = ("registry", "catalog")
 HEADER_SAFE = re.compile(r"[!#-~]{1,255}")  # printable ASCII without space and double quote
@@ -72,6 +76,8 @@ class Scope:
         parsed = tuple(action for action in actions.split(",") if action)
         if not (sep and sep2 and kind and name and parsed):
             raise InvalidScope(f"scope {text[:200]!r} is not type:name:actions")
+        if len(name) > MAX_SCOPE_NAME:
+            raise InvalidScope(f"scope {text[:60]!r}...: a name is at most {MAX_SCOPE_NAME} characters")
         return cls(kind, name, parsed)
 
 
@@ -216,7 +222,13 @@ def issue_access(identity: Identity, scopes: list[Scope]) -> Issued:
     lifetime = settings.AUTH_BEARER_TTL_SECONDS
     claims = _claims(identity, ACCESS_AUDIENCE, issued, issued + timedelta(seconds=lifetime))
     claims["access"] = [{"type": s.type, "name": s.name, "actions": list(s.actions)} for s in scopes]
-    return Issued(_sign(claims), lifetime, issued, scopes)
+    token = _sign(claims)
+    if len(token) > MAX_TOKEN_CHARS:
+        # It could never be sent back: refused now, rather than by every request that carries it.
+        raise InvalidScope(f"the {len(scopes)} scopes granted make a token of {len(token)} characters, over the "
+                           f"{MAX_TOKEN_CHARS} characters an Authorization header may carry here; ask for fewer "
+                           "scopes (repositories) at a time")
+    return Issued(token, lifetime, issued, scopes)
 
 
 def issue_refresh(identity: Identity) -> str:
