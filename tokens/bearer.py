@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 from dataclasses import dataclass
@@ -25,14 +26,16 @@ from typing import Any, Iterable, Mapping
 
 import jwt
 from django.conf import settings
-from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
 
 from registry import routes
+from regsite.forwarded import public_base
 from tokens import htpasswd, services
 from tokens.access import Action, Role, action_for
 from tokens.principal import OPEN, Mechanism, Principal, user
+
+log = logging.getLogger(__name__)
 
 SERVICE = "svc-registry"
 TOKEN_PATH = "/auth/token"
@@ -317,12 +320,25 @@ def _challenged(scope: Scope) -> Scope:
 
 
 def realm(request: HttpRequest) -> str:
+    """``[auth] token_realm``, else the token endpoint at ``[server] external_url``. Without either,
+    the request's own address only when its Host names this machine's loopback: a Host header is the
+    client's to write, and clients send their credentials to the realm. Otherwise the realm is the
+    bare path, which docker, containerd, podman and skopeo do not resolve (they take the realm as an
+    absolute URL): the operator is told once, in the log, to set external_url."""
     if settings.AUTH_TOKEN_REALM:
-        return settings.AUTH_TOKEN_REALM
-    try:
-        return request.build_absolute_uri(TOKEN_PATH)
-    except DisallowedHost:  # a Host header that is no host: nothing to build an address from
+        return str(settings.AUTH_TOKEN_REALM)
+    base = public_base(request)
+    if base is None:
+        _warn_no_realm()
         return TOKEN_PATH
+    return base + TOKEN_PATH
+
+
+@lru_cache(maxsize=1)
+def _warn_no_realm() -> None:
+    log.warning("the Bearer challenge names the realm %s without a host: set [server] external_url (or [auth] "
+                "token_realm) to the URL clients use, or docker, podman and skopeo cannot get a token; a Host "
+                "header is believed only when it names this machine's loopback", TOKEN_PATH)
 
 
 def challenge(request: HttpRequest, scopes: list[Scope] | None = None, error: str | None = None) -> str:

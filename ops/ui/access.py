@@ -28,6 +28,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_protect
 
 from registry.services import exceptions as exc
+from regsite.forwarded import public_host
 from regsite.version import version
 from tokens import htpasswd
 from tokens.access import public
@@ -147,8 +148,8 @@ def sign_in_redirect(request: HttpRequest) -> HttpResponse:
 def page(request: HttpRequest, template: str, context: dict[str, Any] | None = None,
          status: int = 200) -> HttpResponse:
     viewer = getattr(request, "viewer", None) or viewer_for(request)
-    base = {"viewer": viewer, "registry_host": request.get_host(), "registry_version": version(),
-            "notifications_on": bool(settings.NOTIFICATIONS)}
+    base = {"viewer": viewer, "registry_host": public_host(request) or request.get_host(),
+            "registry_version": version(), "notifications_on": bool(settings.NOTIFICATIONS)}
     text = render_to_string(f"ui/{template}", {**base, **(context or {})}, request)
     # Text that is not Unicode (a lone surrogate such as \ud800 in a pushed image config, or in a
     # manifest stored before pushes refused it) is written out rather than failing the whole page.
