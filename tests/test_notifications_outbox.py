@@ -198,8 +198,8 @@ def test_pulls_are_queued_only_when_listed(client: Client, endpoints) -> None:
     assert client.get(f"/v2/team/app/manifests/{digest}").status_code == 200
     assert client.get(f"/v2/team/app/blobs/{digest_of(LAYER)}").status_code == 200
     assert client.head(f"/v2/team/app/blobs/{digest_of(LAYER)}").status_code == 200
-    assert summary(queued()) == [("pull", "team/app", "v1"), ("pull", "team/app", digest),
-                                 ("pull", "team/app", digest_of(LAYER))]
+    # The pull by digest is the same image within a minute: one event (tests/test_notifications_bounded.py).
+    assert summary(queued()) == [("pull", "team/app", "v1"), ("pull", "team/app", digest_of(LAYER))]
     assert queued()[0]["request"]["method"] == "GET"
 
 
