@@ -10,7 +10,7 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from tests.support.auth import auth_on, auth_paths, basic  # noqa: F401  (fixtures)
 from tokens import services
@@ -102,3 +102,12 @@ def test_listtokens_prints_a_surrogate_an_earlier_release_stored(auth_paths) -> 
 
     printed = raw.getvalue().decode("utf-8")
     assert "old \\ud800 text" in printed
+
+
+@pytest.mark.parametrize("option, value", [("--username", "ali\udcc3ce"), ("--description", "ci \udcc3")])
+def test_createtoken_refuses_a_surrogate_from_its_arguments(auth_paths, option: str, value: str) -> None:
+    # A command's arguments come from bytes that are not UTF-8 as lone surrogates (surrogateescape).
+    arguments = {"--username": "alice", "--description": "", option: value}
+    with pytest.raises(CommandError):
+        call_command("createtoken", *[item for pair in arguments.items() for item in pair], stdout=io.StringIO())
+    assert services.list_tokens() == []

@@ -171,8 +171,6 @@ def token_digest(token: str) -> str:
 def validate_owner(owner: Any) -> str:
     if not isinstance(owner, str):
         raise InvalidTokenRequest("username", "username must be a string")
-    if text.problem(owner):
-        raise InvalidTokenRequest("username", f"username {text.problem(owner)}")
     try:
         validate_username(owner)
     except ValueError as exc:
