@@ -31,6 +31,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "log_level": "info",
         "secret_key_file": "data/secret_key",
         "trusted_proxies": [],
+        "external_url": "",
     },
     "storage": {
         "backend": "filesystem",
@@ -348,6 +349,7 @@ def _validate(cfg: dict[str, Any]) -> None:
         raise ConfigError("[storage] s3_secret_key: s3_access_key and s3_secret_key go together "
                           "(leave both empty for the standard AWS credential chain)")
     _check_bind(cfg["server"]["bind"])
+    cfg["server"]["external_url"] = external_url(cfg["server"]["external_url"])
     proxy_networks(cfg["server"]["trusted_proxies"])
     if cfg["server"]["log_level"].lower() not in LOG_LEVELS:
         raise ConfigError(
@@ -363,6 +365,31 @@ def loopback_only(bind: str) -> bool:
         return True
     host = bind.rpartition(":")[0].strip("[]")
     return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def external_url(url: str) -> str:
+    """``[server] external_url``: how clients reach the registry, ``scheme://host[:port]`` (a slash
+    at the end is dropped); empty when not set. The registry is served at the root (``/v2/`` is
+    fixed by the distribution spec), so the URL has no path."""
+    if not url:
+        return ""
+    key = "[server] external_url"
+    parts = urlsplit(url)
+    shown = repr(url) if parts.password is None else "(not shown: it holds credentials)"
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c in url for c in '" \r\n\t'):
+        raise ConfigError(f"{key}: expected an http:// or https:// URL such as https://registry.example.com, "
+                          f"got {shown}")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(f"{key}: expected a URL without credentials, got {shown}")
+    try:
+        parts.port  # noqa: B018  (raises ValueError on a bad port)
+    except ValueError:
+        raise ConfigError(f"{key}: the port of {shown} is not a port number") from None
+    if parts.path not in ("", "/"):
+        raise ConfigError(f"{key}: expected a URL without a path (the registry is served at the root), got {shown}")
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise ConfigError(f"{key}: expected a URL without a query or fragment, got {shown}")
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def proxy_networks(entries: list[str]) -> tuple[IPNetwork, ...]:

@@ -47,6 +47,8 @@ MIDDLEWARE = [
     "regsite.db.ReleaseBeforeStreamingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything reads the request: a NUL in its path, query or headers is a 400 (regsite.text).
+    "regsite.text.TextMiddleware",
     # Before authentication: a mirror's ?ns= or /<prefix>/v2/ path is rewritten to the name it means.
     "registry.proxy.routing.ProxyRoutingMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
@@ -107,6 +109,9 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_HSTS_SECONDS = 365 * 24 * 3600
 # Addresses whose X-Forwarded-For and X-Forwarded-Proto are believed ([server] trusted_proxies).
 SERVER_TRUSTED_PROXIES = config.proxy_networks(SVC["server"]["trusted_proxies"])
+# How clients reach the registry ([server] external_url; "" when not set): the Bearer realm and the
+# URLs of webhook events are built from it, never from a Host header (regsite.forwarded.public_base).
+SERVER_EXTERNAL_URL: str = SVC["server"]["external_url"]
 
 REGISTRY_STORAGE = SVC["storage"]
 REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])
