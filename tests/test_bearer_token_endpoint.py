@@ -230,3 +230,19 @@ def test_the_tokens_are_signed_with_a_key_derived_from_the_secret_key(client, au
     jwt.decode(token, bearer_tokens.signing_key(), algorithms=["HS256"], audience="svc-registry")
     with pytest.raises(jwt.InvalidSignatureError):
         jwt.decode(token, settings.SECRET_KEY, algorithms=["HS256"], audience="svc-registry")
+
+
+class _Stalled:
+    """A request body whose client stopped sending it: the read fails as a cut-off socket's does."""
+
+    def read(self, *_args: object) -> bytes:
+        raise TimeoutError("request body slower than the minimum of 4096 B/s")
+
+    readline = read
+
+
+def test_a_form_the_client_stopped_sending_is_a_400_not_a_500(client, auth_on) -> None:
+    response = client.post("/auth/token", "grant_type=password", content_type="application/x-www-form-urlencoded",
+                           **{"wsgi.input": _Stalled()})
+    assert response.status_code == 400
+    assert response.json()["error"] == "the POST body was not received whole"
