@@ -9,10 +9,11 @@ view streams to storage, or for a response it writes itself. ``ClientSocket`` bo
 - ``client_timeout`` seconds without any progress end the request: a partial upload chunk is
   discarded (the session keeps what it had before) and the connection is closed;
 - with ``min_body_rate`` set, an upload body is held to that rate from its first seconds: it starts
-  with ``RATE_GRACE`` seconds' worth of credit, earns what it sends, spends the rate every second,
-  and banks at most ``client_timeout`` seconds' worth; out of credit, it is cut off the same way. A
-  client that never sends or trickles goes within ``RATE_GRACE`` seconds, one that stops after a
-  fast start within ``client_timeout``; a transfer that keeps above the rate is never cut off.
+  with ``RATE_GRACE`` seconds' worth of credit, earns what it sends, spends the rate for every
+  second the thread waits for it (not while the view works between reads), and banks at most
+  ``client_timeout`` seconds' worth; out of credit, it is cut off the same way. A client that never
+  sends or trickles goes within ``RATE_GRACE`` seconds of waiting, one that stops after a fast
+  start within ``client_timeout``; a transfer that keeps above the rate is never cut off.
 
 In non-blocking mode (the event loop) the socket behaves as a plain socket.
 """
@@ -32,14 +33,13 @@ RATE_GRACE = 5.0  # seconds an upload body may take to get going before min_body
 class ClientSocket(socket.socket):
     """An accepted connection with an idle timeout and a minimum body rate while it is blocking."""
 
-    __slots__ = ("idle_timeout", "min_rate", "gave_up", "streaming", "_credit", "_credit_at")
+    __slots__ = ("idle_timeout", "min_rate", "gave_up", "streaming", "_credit")
 
     idle_timeout: float
     min_rate: int
     gave_up: bool
     streaming: bool
     _credit: float
-    _credit_at: float
 
     @classmethod
     def adopt(cls, sock: socket.socket, idle_timeout: float, min_rate: int = 0) -> "ClientSocket":
@@ -62,10 +62,10 @@ class ClientSocket(socket.socket):
     def head_received(self) -> None:
         """A request starts: its body's rate is measured from now."""
         self._credit = self.min_rate * min(RATE_GRACE, self.idle_timeout)
-        self._credit_at = time.monotonic()
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        if self.gettimeout() == 0.0:
+        wait = self.gettimeout()
+        if wait == 0.0:
             return super().recv(bufsize, flags)
         if self.gave_up or not self.streaming:
             return b""
@@ -73,32 +73,31 @@ class ClientSocket(socket.socket):
             try:
                 return super().recv(bufsize, flags)
             except TimeoutError:
-                self._give_up(f"no request body data for {self.idle_timeout:g}s")
+                self._give_up(f"no request body data for {wait or self.idle_timeout:g}s")
                 raise
-        # Wait no longer than the credit lasts, so that a client sending nothing goes as soon as
-        # one sending too little would.
-        self.settimeout(min(self.idle_timeout, max(self._earn(0), 0.0) / self.min_rate) or 0.001)
+        # Wait no longer than the credit lasts, so that a client sending nothing goes as soon as one
+        # sending too little would. Only time spent waiting here is the client's: while the view
+        # works between reads, the body waits on the server.
+        self.settimeout(max(min(wait or self.idle_timeout, self._credit / self.min_rate), 0.001))
+        started = time.monotonic()
         try:
             data = super().recv(bufsize, flags)
         except TimeoutError:
-            if self._earn(0) > 0:
-                self._give_up(f"no request body data for {self.idle_timeout:g}s")
-            else:
+            if self._earn(0, time.monotonic() - started) < self.min_rate * 0.05:  # spent, give or take a tick
                 self._too_slow()
+            else:
+                self._give_up(f"no request body data for {wait or self.idle_timeout:g}s")
             raise
         finally:
-            self.settimeout(self.idle_timeout)
-        if data and self._earn(len(data)) < 0:
+            self.settimeout(wait)
+        if self._earn(len(data), time.monotonic() - started) < 0 and data:
             self._too_slow()
             raise TimeoutError("request body too slow")
         return data
 
-    def _earn(self, received: int) -> float:
-        """The body's credit in bytes, after ``received`` more and the time since the last call."""
-        now = time.monotonic()
-        spent = self.min_rate * (now - self._credit_at)
-        self._credit = min(self._credit + received - spent, self.min_rate * self.idle_timeout)
-        self._credit_at = now
+    def _earn(self, received: int, waited: float) -> float:
+        """The body's credit in bytes, after ``received`` more for ``waited`` seconds."""
+        self._credit = min(self._credit + received - self.min_rate * waited, self.min_rate * self.idle_timeout)
         return self._credit
 
     def _too_slow(self) -> None:

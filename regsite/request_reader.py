@@ -125,6 +125,7 @@ class RequestReader:
         self.received = bytearray()
         self.head: Head | None = None
         self.continue_due = False  # the loop owes the client "100 Continue"
+        self._continued = False
         self._head_size = 0
         self._scanned = 0
         self._limit: int | None = 0
@@ -139,18 +140,10 @@ class RequestReader:
             if self._limit is None:
                 return Ready(bytes(self.received), upload=True)
         assert self.head is not None
-        if self._chunks is not None:
-            done = self._chunks.feed(bytes(self.received[self._head_size:]))
-            del self.received[self._head_size:]
-            if done is None:
-                return None
-            body, rest = done
-            return Ready(self.head.handed_on(len(body)) + body + rest)
-        if len(self.received) < self._head_size + (self.head.length or 0):
-            return None
-        if not self.head.expects_continue:
-            return Ready(bytes(self.received))
-        return Ready(self.head.handed_on(None) + bytes(self.received[self._head_size:]))
+        ready = self._read_body(self.head)
+        if ready is None and self.head.expects_continue and not self._continued:
+            self._continued = self.continue_due = True
+        return ready
 
     def _read_head(self) -> bool:
         end = self.received.find(HEAD_END, max(0, self._scanned - 3))
@@ -164,16 +157,26 @@ class RequestReader:
         self.head = head = parse_head(bytes(self.received[:end]))
         self._head_size = end + len(HEAD_END)
         self._limit = limit = body_limit(head, self.max_manifest_bytes)
-        if limit is None:
-            return True
-        if head.length is not None and head.length > limit:
+        if limit is not None and head.length is not None and head.length > limit:
             raise Refused(413, "Content Too Large", f"request body of {head.length} bytes is over the limit "
                                                     f"of {limit} bytes")
-        if head.chunked:
+        if limit is not None and head.chunked:
             self._chunks = Dechunker(limit)
-        body_in = len(self.received) - self._head_size
-        self.continue_due = head.expects_continue and (head.chunked or body_in < (head.length or 0))
         return True
+
+    def _read_body(self, head: Head) -> Ready | None:
+        if self._chunks is not None:
+            done = self._chunks.feed(bytes(self.received[self._head_size:]))
+            del self.received[self._head_size:]
+            if done is None:
+                return None
+            body, rest = done
+            return Ready(head.handed_on(len(body)) + body + rest)
+        if len(self.received) < self._head_size + (head.length or 0):
+            return None
+        if not head.expects_continue:
+            return Ready(bytes(self.received))
+        return Ready(head.handed_on(None) + bytes(self.received[self._head_size:]))
 
 
 class Dechunker:

@@ -3,7 +3,10 @@ and the limits of a connection a thread reads (regsite/client_timeouts.py)."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -112,6 +115,9 @@ def test_it_owes_100_continue_for_a_body_it_waits_for_and_drops_the_expectation(
     assert ready is None and reader.continue_due
     _, reader = read(head("POST /v2/ HTTP/1.0", Expect="100-continue", Content_Length="2"))  # ignored on 1.0
     assert not reader.continue_due
+    request = head("POST /api/tokens HTTP/1.1", Expect="100-continue", Transfer_Encoding="chunked") + b"0\r\n\r\n"
+    ready, reader = read(request)  # the client did not wait: nothing is owed
+    assert ready == Ready(head("POST /api/tokens HTTP/1.1", Content_Length="0")) and not reader.continue_due
 
 
 def test_it_refuses_a_continue_it_would_not_read_without_asking_for_the_body() -> None:
@@ -166,28 +172,45 @@ def _pair(idle: float, rate: int) -> tuple[ClientSocket, socket.socket]:
     return adopted, client
 
 
+@contextmanager
+def sending(client: socket.socket, piece: bytes, every: float) -> Iterator[None]:
+    """The client sends ``piece`` every ``every`` seconds while the server reads: a slow client."""
+    stop = threading.Event()
+
+    def send() -> None:
+        while not stop.wait(every):
+            try:
+                client.send(piece)
+            except OSError:
+                return
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def test_it_cuts_off_a_body_below_the_minimum_rate() -> None:
     server, client = _pair(idle=0.5, rate=1000)
-    with server, client:
+    with server, client, sending(client, b"x", 0.1):  # 10 bytes a second, against a minimum of 1000
         deadline = time.monotonic() + 5
         with pytest.raises(TimeoutError):
             while time.monotonic() < deadline:
-                client.send(b"x")  # 10 bytes a second, against a minimum of 1000
                 server.recv(100)
-                time.sleep(0.1)
         assert server.gave_up and server.recv(100) == b""
 
 
 @pytest.mark.serial  # timing-sensitive: run alone (make test)
 def test_it_keeps_a_body_at_the_minimum_rate() -> None:
     server, client = _pair(idle=0.3, rate=1000)
-    with server, client:
-        received = 0
-        for _ in range(12):  # 2000 bytes a second for 1.2 s: four rate windows
-            client.send(b"x" * 200)
+    with server, client, sending(client, b"x" * 200, 0.1):  # 2000 bytes a second: four rate windows
+        received, started = 0, time.monotonic()
+        while time.monotonic() - started < 1.2:
             received += len(server.recv(1000))
-            time.sleep(0.1)
-        assert received == 2400 and not server.gave_up
+        assert received >= 2000 and not server.gave_up
 
 
 def test_it_cuts_off_a_stalled_body_after_the_idle_timeout() -> None:
@@ -221,11 +244,9 @@ def test_it_holds_an_upload_body_to_the_minimum_rate_from_its_first_seconds(monk
     server, client = _pair(idle=30, rate=1000)
     with server, client:
         started = time.monotonic()
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError), sending(client, b"x", 0.1):  # 10 B/s against a minimum of 1000
             while time.monotonic() - started < 5:
-                client.send(b"x")  # 10 bytes a second, against a minimum of 1000
                 server.recv(100)
-                time.sleep(0.1)
         assert time.monotonic() - started < 2, "judged only after client_timeout"
         assert server.gave_up
 
@@ -245,9 +266,26 @@ def test_it_cuts_off_an_upload_body_that_never_starts_once_its_grace_is_spent(mo
 def test_it_lets_an_upload_pause_after_a_fast_start(monkeypatch) -> None:
     monkeypatch.setattr(client_timeouts, "RATE_GRACE", 0.2, raising=False)
     server, client = _pair(idle=1.0, rate=1000)
-    with server, client:
+
+    def send() -> None:
         client.send(b"x" * 2000)  # a second's worth and more: credit for a pause of up to idle
-        assert len(server.recv(4000)) == 2000
         time.sleep(0.6)
         client.send(b"x" * 1000)
+
+    with server, client:
+        sender = threading.Thread(target=send)
+        sender.start()
+        assert len(server.recv(4000)) == 2000
         assert len(server.recv(4000)) == 1000 and not server.gave_up
+        sender.join()
+
+
+def test_time_the_view_spends_between_reads_is_not_charged_to_the_client(monkeypatch) -> None:
+    monkeypatch.setattr(client_timeouts, "RATE_GRACE", 0.2, raising=False)
+    server, client = _pair(idle=5, rate=1000)
+    with server, client:
+        client.sendall(b"x" * 300)  # all there at once; the server is the slow one
+        for _ in range(3):
+            time.sleep(0.3)
+            assert len(server.recv(100)) == 100
+        assert not server.gave_up
