@@ -31,6 +31,7 @@ _UPLOAD = re.compile(rb"^(?:PATCH|PUT|POST) /v2/\S+/blobs/uploads/")
 _ABSOLUTE = re.compile(rb"^([A-Z]+ )https?://[^/\s]*")
 _METHOD = re.compile(rb"^(?:\r\n)*[A-Z]{0,16}(?: |$)")
 _HEX = re.compile(rb"^[0-9A-Fa-f]{1,16}$")
+_FRAMING = re.compile(rb"\r\n(?:content-length|transfer-encoding|expect):")  # of a lower-cased head
 
 
 class Refused(Exception):
@@ -57,7 +58,6 @@ class Ready:
 class Head:
     raw: bytes
     request_line: bytes  # in origin form (a path), for what the loop decides from it
-    fields: list[bytes]
     length: int | None = None
     chunked: bool = False
     expects_continue: bool = False
@@ -84,18 +84,21 @@ def parse_head(raw: bytes) -> Head:
     """The request line and the fields that frame the body; gunicorn's parser checks the rest."""
     if raw.startswith(b"\r\n"):  # RFC 9112 2.2 allows one empty line before the request line
         raw = raw[2:]
-    lines = raw.split(b"\r\n")
-    head = Head(raw, _ABSOLUTE.sub(rb"\1", lines[0]), lines[1:])
+    request_line = raw.split(b"\r\n", 1)[0]
+    head = Head(raw, _ABSOLUTE.sub(rb"\1", request_line) if b"://" in request_line else request_line)
+    lowered = raw.lower()
+    if not _FRAMING.search(lowered):  # most requests: a GET or HEAD
+        return head
     http11 = head.request_line.endswith(b" HTTP/1.1")
     lengths, codings = [], []
-    for field in head.fields:
+    for field in lowered.split(b"\r\n")[1:]:
         name, _, value = field.partition(b":")
-        name, value = name.lower(), value.strip(b" \t")
+        value = value.strip(b" \t")
         if name == b"content-length":
             lengths.append(value)
         elif name == b"transfer-encoding":
-            codings += [c.strip(b" \t").lower() for c in value.split(b",")]
-        elif name == b"expect" and value.lower() == b"100-continue" and http11:
+            codings += [c.strip(b" \t") for c in value.split(b",")]
+        elif name == b"expect" and value == b"100-continue" and http11:
             head.expects_continue = True
     if len(lengths) > 1:
         raise _bad("more than one Content-Length")
