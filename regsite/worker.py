@@ -7,16 +7,13 @@ nodes, or a few hundred slow attackers, used up every thread, and the kubelet's 
 behind them. Here the worker's main loop, which already waits on sockets with a selector, does
 those waits itself, so threads only ever run application code:
 
-- a request head is read in the loop, within ``client_timeout`` seconds of its first byte, and
-  only a complete head goes to a thread (with its bytes, so gunicorn's parser sees them first);
-- a small body (a manifest up to the manifest size limit, a token API or UI form up to
-  ``SMALL_BODY``) is read in the loop too, within ``client_timeout`` seconds in all, or the client
-  gets 408;
+- a request is read in the loop, within ``client_timeout`` seconds of its first byte, and only a
+  complete one goes to a thread: its head, and its body of any route and encoding up to a bound
+  (regsite/request_reader.py), or the client gets 408; a body over the bound is refused unread;
+- the one exception is a blob upload's body, which its view hashes and writes as it arrives: it is
+  streamed by an upload thread, at no less than ``min_body_rate`` (regsite/client_timeouts.py);
 - a response that is a file (a blob) is sent from the loop with ``sendfile``, as the client reads;
 - a closed connection lingers (half-closed, its late bytes drained) in the loop, not in a thread.
-
-Large request bodies (blob uploads) are still read by the thread running the view, since they are
-hashed and written as they arrive; ``regsite.client_timeouts`` bounds their stalls and rate.
 """
 from __future__ import annotations
 
@@ -26,7 +23,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import selectors
 import socket
 import time
@@ -40,22 +36,16 @@ from gunicorn.http import wsgi
 from gunicorn.workers import gthread
 
 from regsite.client_timeouts import ClientSocket, count_timeout
+from regsite.request_reader import CONTINUE, Ready, Refused, RequestReader, error_body
 
 log = logging.getLogger("gunicorn.error")
 
-HEAD_END = b"\r\n\r\n"
-MAX_HEAD = 64 * 1024  # more than gunicorn's own limits let through for a sane request
-SMALL_BODY = 64 * 1024
 LINGER_SECONDS = 2.0
 LINGER_BYTES = 64 * 1024
 SEND_CHUNK = 4 * 1024 * 1024
-_MANIFEST_PUT = re.compile(rb"^PUT /v2/\S+/manifests/[^/\s?]+(?:\?\S*)? HTTP/1\.[01]$")
-_UPLOAD = re.compile(rb"^(?:PATCH|PUT|POST) /v2/\S+/blobs/uploads/")
-_FORM_POST = re.compile(rb"^POST /(?:api/tokens(?:/list|/revoke)?|ui/\S*) HTTP/1\.[01]$")
 
 READING, TRANSFER, LINGERING = "reading", "transfer", "lingering"
 TLS_HANDSHAKE = b"\x16"
-_METHOD = re.compile(rb"^(?:\r\n)*[A-Z]{0,16}(?: |$)")
 _tls_logged = False
 
 
@@ -132,13 +122,15 @@ class RegistryWorker(gthread.ThreadWorker):
         self.keepalived_conns.remove(conn)
         self._read(conn)
 
-    def _read(self, conn: Any) -> None:
+    def _read(self, conn: Any, received: bytes = b"") -> None:
+        """Read the connection's next request in the loop, starting with what is ``received``."""
         conn.sock.setblocking(False)
         conn.state = READING
-        conn.buffer = bytearray()
-        conn.need = 0  # bytes the request needs in all once its head is in; 0 while it is not
+        conn.reader = RequestReader(self.limits.max_manifest_bytes)
         self._expire_at(conn, time.monotonic() + self.limits.client_timeout)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
+        if received:
+            self._take(conn, received)
 
     def _on_readable(self, conn: Any, _sock: Any) -> None:
         try:
@@ -151,29 +143,37 @@ class RegistryWorker(gthread.ThreadWorker):
             self._forget(conn)
             self._close(conn)
             return
-        conn.buffer += data
-        if not conn.need:
-            if conn.buffer[:1] == TLS_HANDSHAKE:
-                self._tls_probe(conn)
-                return
-            end = conn.buffer.find(HEAD_END)
-            if end < 0 and not _could_be_http(conn.buffer):
-                conn.need = len(conn.buffer)  # not HTTP: the parser answers it with a 400 at once
-            elif end < 0:
-                if len(conn.buffer) > MAX_HEAD:
-                    self._refuse(conn, 431, "Request Header Fields Too Large", "request head too large")
-                return
-            else:
-                head = bytes(conn.buffer[:end])
-                conn.uploading = is_upload(head)
-                conn.need = end + len(HEAD_END) + body_to_read(head, self.limits.max_manifest_bytes)
-        if len(conn.buffer) >= conn.need:
-            self._forget(conn)
-            self.poller.unregister(conn.sock)
-            conn.pending = bytes(conn.buffer)
-            conn.buffer = None
-            conn.sock.setblocking(True)
-            self.enqueue_req(conn)
+        self._take(conn, data)
+
+    def _take(self, conn: Any, data: bytes) -> None:
+        reader: RequestReader = conn.reader
+        if not reader.received and data[:1] == TLS_HANDSHAKE:
+            self._tls_probe(conn)
+            return
+        try:
+            ready = reader.feed(data)
+        except Refused as refusal:
+            log.info("refused a request from %s: %s %s", _peer(conn), refusal.status, refusal.message)
+            self._refuse(conn, refusal.status, refusal.reason, refusal.message)
+            return
+        if reader.continue_due:
+            reader.continue_due = False
+            try:
+                conn.sock.send(CONTINUE)  # into an empty send buffer: it never blocks
+            except OSError:
+                pass
+        if ready is not None:
+            self._dispatch(conn, ready)
+
+    def _dispatch(self, conn: Any, ready: Ready) -> None:
+        self._forget(conn)
+        self.poller.unregister(conn.sock)
+        conn.reader = None
+        conn.pending = ready.data
+        conn.uploading = ready.upload
+        conn.sock.streaming = ready.upload  # any other thread gets the end of stream, never a wait
+        conn.sock.setblocking(True)
+        self.enqueue_req(conn)
 
     def _tls_probe(self, conn: Any) -> None:
         """A TLS ClientHello on this plain-HTTP port: a client (docker, podman, skopeo told the
@@ -225,10 +225,10 @@ class RegistryWorker(gthread.ThreadWorker):
             conn.token = None
             if conn.state == LINGERING:
                 self._close(conn)
-            elif conn.need:
+            elif conn.reader.head is not None:
                 self._timed_out(conn, "request body", 408, "Request Timeout")
             else:
-                if conn.buffer:
+                if conn.reader.received:
                     log.warning("closing connection from %s: request head not complete within %ss",
                                 _peer(conn), self.limits.client_timeout)
                     count_timeout("head")
@@ -250,14 +250,17 @@ class RegistryWorker(gthread.ThreadWorker):
         """Answer from the loop (best effort: a client that does not read gets nothing) and close."""
         self._forget(conn)
         self.poller.unregister(conn.sock)
-        body = json.dumps(error_body(bytes(conn.buffer or b"")[:512], message)).encode()
+        reader: RequestReader = conn.reader
+        request_line = reader.head.request_line if reader.head else bytes(reader.received[:512]).split(b"\r\n")[0]
+        body = json.dumps(error_body(request_line, message)).encode()
         head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
         try:
             conn.sock.send(head + body)
         except OSError:
             pass
-        self._close(conn)
+        conn.reader = None
+        self._linger(conn)  # the client may still be sending: a reset would lose the answer
 
     # -- files sent from the loop --------------------------------------------------------------
 
@@ -383,9 +386,9 @@ class RegistryWorker(gthread.ThreadWorker):
 
     def _keepalive(self, conn: Any) -> None:
         conn.state = None
-        if conn.parser.unreader.buf.getvalue():
-            conn.sock.setblocking(True)
-            self.enqueue_req(conn)
+        pipelined = conn.parser.unreader.take_buffered()
+        if pipelined:  # the client's next request, or a part of it, came with this one
+            self._read(conn, pipelined)
             return
         conn.sock.setblocking(False)
         conn.set_timeout()
@@ -435,64 +438,6 @@ class RegistryWorker(gthread.ThreadWorker):
             conn.sock.close()
         except OSError:
             pass
-
-
-def _could_be_http(start: bytes | bytearray) -> bool:
-    """Whether the first bytes of a connection may still become an HTTP/1 request line."""
-    return _METHOD.match(bytes(start[:40])) is not None
-
-
-def body_to_read(head: bytes, max_manifest_bytes: int) -> int:
-    """How many body bytes the loop reads before a thread takes the request: the whole body of a
-    manifest PUT or a token API / UI form with a Content-Length within its limit, else none."""
-    lines = head.split(b"\r\n")
-    request_line = lines[0].strip()
-    length = None
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        name = name.strip().lower()
-        if name == b"content-length" and value.strip().isdigit():
-            length = int(value.strip())
-        elif name == b"transfer-encoding" or (name == b"expect" and b"100" in value):
-            return 0  # chunked bodies and clients waiting for "100 Continue" go to a thread
-    if not length:
-        return 0
-    if _MANIFEST_PUT.match(request_line):
-        limit = max_manifest_bytes
-    elif _FORM_POST.match(request_line):
-        limit = SMALL_BODY
-    else:
-        return 0  # a blob upload: streamed by its view, bounded by the minimum body rate
-    return length if length <= limit else 0
-
-
-def is_upload(head: bytes) -> bool:
-    """A blob upload carrying a body: it runs on the upload threads."""
-    return _UPLOAD.match(head) is not None and _has_body(head)
-
-
-def _has_body(head: bytes) -> bool:
-    lowered = head.lower()
-    if b"\r\ntransfer-encoding:" in lowered:
-        return True
-    at = lowered.find(b"\r\ncontent-length:")
-    if at < 0:
-        return False
-    value = lowered[at + 17:].split(b"\r\n", 1)[0].strip()
-    return value.isdigit() and int(value) > 0
-
-
-def error_body(head: bytes, message: str) -> dict[str, Any]:
-    """What a client of the path expects: the OCI envelope on /v2/, the token API's ``error``."""
-    target = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b""
-    if not target.startswith(b"/v2/"):
-        return {"error": message}
-    code = "UNKNOWN"
-    if b"/manifests/" in target:
-        code = "MANIFEST_INVALID"
-    elif b"/blobs/uploads" in target:
-        code = "BLOB_UPLOAD_INVALID"
-    return {"errors": [{"code": code, "message": message}]}
 
 
 def _peer(conn: Any) -> str:

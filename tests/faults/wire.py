@@ -147,9 +147,13 @@ def reset(sock: socket.socket) -> None:
 
 
 def read_reply(sock: socket.socket) -> tuple[int, bytes]:
-    """Read a whole response (until the server closes or Content-Length is reached)."""
+    """Read a whole response (until the server closes or Content-Length is reached), after any
+    interim one (``100 Continue``)."""
     data = bytearray()
-    while b"\r\n\r\n" not in data:
+    while b"\r\n\r\n" not in data or data.startswith(b"HTTP/1.1 1"):
+        if data.startswith(b"HTTP/1.1 1") and b"\r\n\r\n" in data:
+            del data[:data.index(b"\r\n\r\n") + 4]
+            continue
         chunk = sock.recv(65536)
         if not chunk:
             break
