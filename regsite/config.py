@@ -31,6 +31,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "log_level": "info",
         "secret_key_file": "data/secret_key",
         "trusted_proxies": [],
+        "ready_cache_seconds": 5,
     },
     "storage": {
         "backend": "filesystem",
@@ -326,8 +327,8 @@ def _validate(cfg: dict[str, Any]) -> None:
     for table, key in POSITIVE_INTS:
         if cfg[table][key] <= 0:
             raise ConfigError(f"[{table}] {key}: must be a positive integer, got {cfg[table][key]}")
-    for table, key in (("server", "min_body_rate"), ("storage", "min_free_bytes"), ("gc", "interval_hours"),
-                       ("gc", "grace_hours"), ("registry", "max_upload_sessions")):
+    for table, key in (("server", "min_body_rate"), ("server", "ready_cache_seconds"), ("storage", "min_free_bytes"),
+                       ("gc", "interval_hours"), ("gc", "grace_hours"), ("registry", "max_upload_sessions")):
         if cfg[table][key] < 0:
             raise ConfigError(f"[{table}] {key}: must not be negative, got {cfg[table][key]}")
     for (table, key), allowed in CHOICES.items():

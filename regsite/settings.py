@@ -107,6 +107,8 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_HSTS_SECONDS = 365 * 24 * 3600
 # Addresses whose X-Forwarded-For and X-Forwarded-Proto are believed ([server] trusted_proxies).
 SERVER_TRUSTED_PROXIES = config.proxy_networks(SVC["server"]["trusted_proxies"])
+# /ready runs its checks at most once per this many seconds in each process (ops.readiness).
+READY_CACHE_SECONDS: int = SVC["server"]["ready_cache_seconds"]
 
 REGISTRY_STORAGE = SVC["storage"]
 REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])
