@@ -86,7 +86,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "regsite.staticfiles.StaticFilesStorage"},
 }
 
 # Registry bodies are streamed by the views; Django must never buffer them into memory.
