@@ -51,9 +51,9 @@ def test_it_runs_as_10001_on_a_read_only_root_and_docker_pushes_and_pulls_throug
     volume, port = f"{name}-data", free_port()
     # The engine has no default bridge (tests/support/docker.py): a network of its own to publish from.
     docker.run("network", "create", name)
-    docker.run("run", "--detach", "--name", name, "--network", name, "--read-only", "--tmpfs", "/tmp", "--volume", f"{volume}:/data",
-               "--volume", f"{users}:/etc/registry/users.htpasswd:ro", "--env", "SVC_AUTH_ENABLED=true",
-               "--env", "SVC_AUTH_HTPASSWD_FILE=/etc/registry/users.htpasswd",
+    docker.run("run", "--detach", "--name", name, "--network", name, "--read-only", "--tmpfs", "/tmp",
+               "--volume", f"{volume}:/data", "--volume", f"{users}:/etc/registry/users.htpasswd:ro",
+               "--env", "SVC_AUTH_ENABLED=true", "--env", "SVC_AUTH_HTPASSWD_FILE=/etc/registry/users.htpasswd",
                "--publish", f"127.0.0.1:{port}:4000", registry_image)
     try:
         wait_healthy(docker, name)
