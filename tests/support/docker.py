@@ -105,6 +105,12 @@ class Docker:
     def stop(self) -> None:
         if self.process is None:
             return
+        # A network's bridge outlives the engine in the kernel, and a stale one with the same subnet
+        # takes the traffic of the next (docker-compose's fixed subnets): remove them first.
+        containers = self.run("ps", "--all", "--quiet", check=False).stdout.split()
+        if containers:
+            self.run("rm", "--force", "--volumes", *containers, check=False)
+        self.run("network", "prune", "--force", check=False)
         try:
             os.killpg(self.process.pid, signal.SIGTERM)
             self.process.wait(timeout=30)
