@@ -6,8 +6,10 @@ variables win over the file. Anything wrong stops start-up with one line naming 
 """
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -364,6 +366,30 @@ def loopback_only(bind: str) -> bool:
         return True
     host = bind.rpartition(":")[0].strip("[]")
     return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def exit_if_in_use(addresses: list[Any], environ: Mapping[str, str] = os.environ) -> None:
+    """Stop with one line naming the setting when another program listens on a ``[server] bind``
+    address (gunicorn's own ``(host, port)`` tuples), before gunicorn tries it five times and ends
+    with "Can't connect to ('127.0.0.1', 4000)". Sockets handed over by systemd or a re-executed
+    gunicorn are this server's own."""
+    if environ.get("LISTEN_FDS") or environ.get("GUNICORN_FD"):
+        return
+    for address in addresses:
+        if not isinstance(address, tuple):
+            continue  # a unix socket: gunicorn replaces a stale file itself
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    return  # gunicorn says what else is wrong
+                host = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+                print(f"configuration error: [server] bind: {host}:{address[1]} is in use by another program: stop "
+                      "it, or set SVC_SERVER_BIND (or [server] bind) to a free address", file=sys.stderr)
+                raise SystemExit(2) from None
 
 
 def proxy_networks(entries: list[str]) -> tuple[IPNetwork, ...]:
