@@ -156,6 +156,9 @@ AUTH_LOGIN_BACKOFF_MAX: int = SVC["auth"]["login_backoff_max"]
 # Every line is one JSON object (regsite.logs), the request log's (ops.requests) included.
 LOG_LEVEL = SVC["server"]["log_level"].upper()
 LOGGING = logs.config(LOG_LEVEL, {
-    "django.request": {"level": "ERROR"},
+    # Django's own line for each 4xx and 5xx ("Internal Server Error: /v2/..."), logged after the
+    # request's: every response has its request line (ops.requests, at error level for a 5xx), and an
+    # exception its one line with the traceback (registry.errors), so this would log each 5xx twice.
+    "django.request": {"level": "CRITICAL"},
     "ops.requests": {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": False},
 })
