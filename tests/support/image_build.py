@@ -71,20 +71,22 @@ def _run(*command: str, timeout: float = 900) -> None:
         raise DockerUnavailable(f"{' '.join(command[:3])} failed: {(done.stderr or done.stdout)[-1500:]}")
 
 
-def base_rootfs() -> Path:
-    """The stand-in base's root filesystem as a tar, made on first use."""
-    tar = cache_dir() / f"{BASE.replace(':', '-')}-{SUITE}-{_key(PACKAGES, BASE_CHANGES)}.tar"
+def debian_rootfs(name: str, packages: tuple[str, ...], *setup: tuple[str, ...]) -> Path:
+    """A root filesystem of Debian bookworm (minbase) with ``packages``, then the ``setup`` commands
+    run in it by chroot, as a tar in the cache directory, made on first use."""
+    tar = cache_dir() / f"{name}-{SUITE}-{_key(packages, setup)}.tar"
     if tar.exists():
         return tar
     if shutil.which("debootstrap") is None:
         raise DockerUnavailable("debootstrap is missing (scripts/install-test-deps.sh installs it)")
-    with _locked("base"):
+    with _locked(name):
         if tar.exists():
             return tar
         root = tar.with_suffix(".rootfs")
         shutil.rmtree(root, ignore_errors=True)
-        _run("debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), MIRROR)
-        _run("chroot", str(root), "python3", "-m", "venv", "/usr/local")
+        _run("debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(root), MIRROR)
+        for command in setup:
+            _run("chroot", str(root), *command)
         for leftovers in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
             for path in (root / leftovers).glob("*"):
                 shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
@@ -93,6 +95,11 @@ def base_rootfs() -> Path:
         partial.rename(tar)
         shutil.rmtree(root)
     return tar
+
+
+def base_rootfs() -> Path:
+    """The stand-in base's root filesystem."""
+    return debian_rootfs(BASE.replace(":", "-"), PACKAGES, ("python3", "-m", "venv", "/usr/local"))
 
 
 def import_base(docker: Docker) -> None:
