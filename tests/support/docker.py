@@ -120,6 +120,11 @@ class Docker:
         except ProcessLookupError:
             pass
         self.process = None
+        # The engine leaves its network namespace's bind mount (exec/netns/default) behind.
+        with open("/proc/self/mounts") as mounts:
+            left = [line.split()[1] for line in mounts if line.split()[1].startswith(f"{self.root}/")]
+        for mount_point in sorted(left, reverse=True):
+            subprocess.run(["umount", mount_point], capture_output=True)
         # Containers' mounts and vfs layers are root-owned trees: remove what can be removed.
         shutil.rmtree(self.root, ignore_errors=True)
 
