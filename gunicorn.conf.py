@@ -92,6 +92,7 @@ if "PROMETHEUS_MULTIPROC_DIR" not in _os.environ:
 
 
 def on_starting(server: object) -> None:
+    _config.exit_if_in_use(server.cfg.address)  # type: ignore[attr-defined]
     # Files left by an earlier run would add its counts to this one's.
     directory = _os.environ["PROMETHEUS_MULTIPROC_DIR"]
     _os.makedirs(directory, exist_ok=True)

@@ -6,8 +6,10 @@ variables win over the file. Anything wrong stops start-up with one line naming 
 """
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -32,6 +34,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "secret_key_file": "data/secret_key",
         "trusted_proxies": [],
         "external_url": "",
+        "ready_cache_seconds": 5,
     },
     "storage": {
         "backend": "filesystem",
@@ -327,8 +330,8 @@ def _validate(cfg: dict[str, Any]) -> None:
     for table, key in POSITIVE_INTS:
         if cfg[table][key] <= 0:
             raise ConfigError(f"[{table}] {key}: must be a positive integer, got {cfg[table][key]}")
-    for table, key in (("server", "min_body_rate"), ("storage", "min_free_bytes"), ("gc", "interval_hours"),
-                       ("gc", "grace_hours"), ("registry", "max_upload_sessions")):
+    for table, key in (("server", "min_body_rate"), ("server", "ready_cache_seconds"), ("storage", "min_free_bytes"),
+                       ("gc", "interval_hours"), ("gc", "grace_hours"), ("registry", "max_upload_sessions")):
         if cfg[table][key] < 0:
             raise ConfigError(f"[{table}] {key}: must not be negative, got {cfg[table][key]}")
     for (table, key), allowed in CHOICES.items():
@@ -390,6 +393,28 @@ def external_url(url: str) -> str:
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         raise ConfigError(f"{key}: expected a URL without a query or fragment, got {shown}")
     return f"{parts.scheme}://{parts.netloc}"
+def exit_if_in_use(addresses: list[Any], environ: Mapping[str, str] = os.environ) -> None:
+    """Stop with one line naming the setting when another program listens on a ``[server] bind``
+    address (gunicorn's own ``(host, port)`` tuples), before gunicorn tries it five times and ends
+    with "Can't connect to ('127.0.0.1', 4000)". Sockets handed over by systemd or a re-executed
+    gunicorn are this server's own."""
+    if environ.get("LISTEN_FDS") or environ.get("GUNICORN_FD"):
+        return
+    for address in addresses:
+        if not isinstance(address, tuple):
+            continue  # a unix socket: gunicorn replaces a stale file itself
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    return  # gunicorn says what else is wrong
+                host = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+                print(f"configuration error: [server] bind: {host}:{address[1]} is in use by another program: stop "
+                      "it, or set SVC_SERVER_BIND (or [server] bind) to a free address", file=sys.stderr)
+                raise SystemExit(2) from None
 
 
 def proxy_networks(entries: list[str]) -> tuple[IPNetwork, ...]:
