@@ -23,7 +23,8 @@ from tests.support.server import REPO, free_port
 
 pytestmark = pytest.mark.e2e
 QUICK_START = (REPO / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
-REQUIREMENTS = tuple(re.search(r"`apt-get install ([a-z0-9. -]+)`", QUICK_START).group(1).split())  # type: ignore[union-attr]
+REQUIREMENTS = tuple(re.search(r"apt-get install (?:-y )?([a-z0-9.+-]+(?: [a-z0-9.+-]+)*)",  # type: ignore[union-attr]
+                                QUICK_START).group(1).split())
 PROJECT = "srv/svc-registry"
 
 
