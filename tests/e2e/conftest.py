@@ -40,9 +40,9 @@ def start_registry(tmp_path: Path) -> Iterator[Callable[..., RegistryServer]]:
     servers: list[RegistryServer] = []
 
     def start(workers: int = 2, name: str = "server", copy_migrated: bool = True, port: int = 0,
-              **env: str) -> RegistryServer:
+              ca_file: Path | None = None, **env: str) -> RegistryServer:
         server = RegistryServer(tmp_path / name, env_overrides=env, workers=workers, copy_migrated=copy_migrated,
-                                port=port)
+                                port=port, ca_file=ca_file)
         servers.append(server)
         return server.start()
 

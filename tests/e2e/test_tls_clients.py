@@ -1,0 +1,137 @@
+"""HTTPS served by the registry itself (``[server] tls_cert`` / ``tls_key``) with a CA of the test's own
+making: skopeo (``--dest-cert-dir`` / ``--src-cert-dir``) and the Docker engine (the CA in its
+``certs.d``) push and pull, and refuse the server until they trust the CA; blobs come whole and by
+range through the worker's own TLS sender; plain HTTP on the port is told to use HTTPS."""
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import shutil
+import socket
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from tests.support.certs import CA, Issued, tls_env
+from tests.support.docker import Docker
+from tests.support.images import build_image
+from tests.support.ports import free_port
+from tests.support.server import RegistryServer
+
+pytestmark = pytest.mark.e2e
+DOCKER_CERTS = Path("/etc/docker/certs.d")  # where dockerd looks, per registry host:port
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> CA:
+    return CA(tmp_path / "ca")
+
+
+def _issue(ca: CA, tmp_path: Path, *hosts: str) -> Issued:
+    (tmp_path / "tls").mkdir(exist_ok=True)
+    return ca.issue(tmp_path / "tls" / "cert.pem", tmp_path / "tls" / "key.pem", hosts=hosts or ("127.0.0.1",))
+
+
+def _cert_dir(ca: CA, path: Path) -> Path:
+    path.mkdir(parents=True)
+    shutil.copy(ca.cert_file, path / "ca.crt")
+    return path
+
+
+def test_skopeo_pushes_and_pulls_over_https(start_registry: Callable[..., RegistryServer], skopeo, ca: CA,
+                                            tmp_path: Path) -> None:
+    server = start_registry(ca_file=ca.cert_file, **tls_env(_issue(ca, tmp_path)))
+    image = build_image(tmp_path / "src", layers=2, layer_size=3 * 1024 * 1024)
+    target = f"docker://{server.host}/team/app:v1"
+    untrusted = skopeo.run("copy", f"oci:{image.layout}:v1", target, check=False)
+    assert untrusted.returncode != 0 and "certificate signed by unknown authority" in untrusted.stderr
+
+    certs = _cert_dir(ca, tmp_path / "certs")
+    skopeo.run("copy", "--dest-cert-dir", str(certs), f"oci:{image.layout}:v1", target)
+    out = tmp_path / "out"
+    skopeo.run("copy", "--src-cert-dir", str(certs), target, f"oci:{out}:v1")
+    assert sorted(p.name for p in (out / "blobs" / "sha256").iterdir()) == \
+        sorted(p.name for p in (image.layout / "blobs" / "sha256").iterdir())
+
+    layer = image.layer_digests[0]
+    data = (image.layout / "blobs" / "sha256" / layer.removeprefix("sha256:")).read_bytes()
+    connection = http.client.HTTPSConnection("127.0.0.1", server.port, context=ca.client_context(), timeout=30)
+    for _ in range(2):  # the second on the same connection: kept alive after a file sent by the loop
+        connection.request("GET", f"/v2/team/app/blobs/{layer}")
+        whole = connection.getresponse()
+        assert whole.status == 200 and hashlib.sha256(whole.read()).hexdigest() == layer.removeprefix("sha256:")
+    connection.request("GET", f"/v2/team/app/blobs/{layer}", headers={"Range": "bytes=1000-2000999"})
+    part = connection.getresponse()
+    assert part.status == 206 and part.read() == data[1000:2001000]
+    connection.request("HEAD", f"/v2/team/app/blobs/{layer}")
+    head = connection.getresponse()
+    assert head.status == 200 and int(head.getheader("Content-Length")) == len(data) and head.read() == b""
+    connection.close()
+    log = server.log_path.read_text()
+    assert "Traceback" not in log and '"level":"error"' not in log
+
+
+def test_plain_http_on_the_https_port_is_told_to_use_https(start_registry, ca: CA, tmp_path: Path) -> None:
+    server = start_registry(ca_file=ca.cert_file, **tls_env(_issue(ca, tmp_path)))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"GET /v2/ HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = b""
+        while chunk := sock.recv(4096):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and "https://" in json.loads(body)["error"]
+    with server.open("/v2/") as response:  # and HTTPS goes on
+        assert response.status == 200
+        assert response.headers["Docker-Distribution-API-Version"] == "registry/2.0"
+
+
+def _outside_address() -> str:
+    """An address of this machine that is not loopback: the Docker engine treats 127.0.0.0/8 as an
+    insecure registry, which it would not ask to be trusted."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the route
+        address = probe.getsockname()[0]
+    except OSError:
+        address = ""
+    finally:
+        probe.close()
+    if not address or address.startswith("127."):
+        pytest.skip("this machine has no address but loopback")
+    return address
+
+
+@pytest.fixture
+def docker_certs() -> Iterator[list[Path]]:
+    """certs.d directories the test writes, removed afterwards (they are the machine's)."""
+    made: list[Path] = []
+    yield made
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_docker_pushes_and_pulls_over_https(docker: Docker, start_registry: Callable[..., RegistryServer], ca: CA,
+                                            tmp_path: Path, docker_certs: list[Path]) -> None:
+    address, port = _outside_address(), free_port()
+    server = start_registry(port=port, ca_file=ca.cert_file, SVC_SERVER_BIND=f"0.0.0.0:{port}",
+                            **tls_env(_issue(ca, tmp_path, address, "127.0.0.1")))
+    registry = f"{address}:{server.port}"
+    image = f"{registry}/team/busybox:{uuid.uuid4().hex[:8]}"
+    docker.import_busybox(image)
+    untrusted = docker.run("push", image, check=False)
+    assert untrusted.returncode != 0 and "certificate signed by unknown authority" in untrusted.stderr
+
+    docker_certs.append(DOCKER_CERTS / registry)
+    _cert_dir(ca, DOCKER_CERTS / registry)
+    docker.run("push", image)
+    pushed_id = docker.run("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
+    docker.run("rmi", image)
+    docker.run("pull", image)
+    assert docker.run("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == pushed_id
+    docker.run("rmi", image)
+    asked = {(line["method"], line["path"].split("/")[4], line["status"]) for line in server.request_lines()
+             if line["path"].startswith("/v2/team/busybox/")}
+    assert {("PUT", "manifests", 201), ("GET", "manifests", 200), ("GET", "blobs", 200)} <= asked, asked
