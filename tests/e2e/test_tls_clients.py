@@ -1,7 +1,8 @@
 """HTTPS served by the registry itself (``[server] tls_cert`` / ``tls_key``) with a CA of the test's own
 making: skopeo (``--dest-cert-dir`` / ``--src-cert-dir``) and the Docker engine (the CA in its
 ``certs.d``) push and pull, and refuse the server until they trust the CA; blobs come whole and by
-range through the worker's own TLS sender; plain HTTP on the port is told to use HTTPS."""
+range through the worker's own TLS sender; plain HTTP on the port is told to use HTTPS, and the
+application knows its requests came over HTTPS (HSTS)."""
 from __future__ import annotations
 
 import hashlib
@@ -83,9 +84,10 @@ def test_plain_http_on_the_https_port_is_told_to_use_https(start_registry, ca: C
             reply += chunk
     head, _, body = reply.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 ") and "https://" in json.loads(body)["error"]
-    with server.open("/v2/") as response:  # and HTTPS goes on
+    with server.open("/v2/") as response:  # and HTTPS goes on, known to the application as such
         assert response.status == 200
         assert response.headers["Docker-Distribution-API-Version"] == "registry/2.0"
+        assert response.headers["Strict-Transport-Security"].startswith("max-age=")
 
 
 def _outside_address() -> str:
