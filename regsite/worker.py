@@ -78,7 +78,7 @@ class _Transfer:
     left: int
     keepalive: bool = False
     progress: float = field(default_factory=time.monotonic)
-    unsent: bytes = b""  # over TLS: file bytes read and handed to the SSL object, not yet taken
+    unsent: bytes | memoryview = b""  # over TLS: file bytes read, not yet taken by the SSL object
 
 
 class RegistryWorker(TLSLoop, gthread.ThreadWorker):

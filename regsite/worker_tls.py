@@ -9,8 +9,8 @@
   decrypted already do not make the socket readable: ``pending_bytes`` tells the loop to take them.
 - **Files.** ``os.sendfile`` would send a blob in clear: the loop reads it a piece at a time and
   gives each piece to the SSL object as the client takes it, at the pace of the plain path, with
-  the same bound on a reader that stops. OpenSSL asks to be given the same bytes again after it
-  had to wait, so a piece stays in the transfer (``unsent``) until it is taken.
+  the same bound on a reader that stops (a record taken is progress). OpenSSL asks to be given the
+  same bytes again after it had to wait, so a piece stays in the transfer (``unsent``) until taken.
 - **Closing.** A connection the worker ends gets a TLS close_notify before its TCP half-close.
 """
 from __future__ import annotations
@@ -30,8 +30,9 @@ from regsite.client_timeouts import TLSClientSocket, count_timeout
 log = logging.getLogger("gunicorn.error")
 
 HANDSHAKE = "handshake"
-TLS_RECORD = 0x16
-TLS_CHUNK = 256 * 1024  # a file's piece held for a client while it reads
+HANDSHAKE_RECORD = 0x16  # the content type of a TLS handshake record: a ClientHello starts with it
+TLS_CHUNK = 64 * 1024  # a file's piece held in memory for a client while it reads
+RECORD_BYTES = 16 * 1024  # given to the SSL object at a time: one record, and one step of progress
 TLS_BURST = 4 * 1024 * 1024  # sent in one go before other connections get their turn
 _PLAIN_BODY = b'{"error": "this port serves HTTPS: use an https:// URL"}'
 PLAIN_ON_TLS_PORT = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
@@ -97,7 +98,7 @@ class TLSLoop:
         self.poller.unregister(conn.sock)
         if not first:
             self._close(conn)
-        elif first[0] != TLS_RECORD:
+        elif first[0] != HANDSHAKE_RECORD:
             log.debug("plain HTTP from %s on the HTTPS port: answered 400", _peer(conn))
             try:
                 conn.sock.send(PLAIN_ON_TLS_PORT)  # into an empty send buffer: it never blocks
@@ -144,14 +145,16 @@ class TLSLoop:
         while burst < TLS_BURST:
             if not transfer.unsent:
                 try:
-                    transfer.unsent = os.pread(transfer.fd, min(transfer.left, TLS_CHUNK), transfer.offset)
+                    transfer.unsent = memoryview(os.pread(transfer.fd, min(transfer.left, TLS_CHUNK), transfer.offset))
                 except OSError:
                     transfer.unsent = b""
                 if not transfer.unsent:  # shorter than announced, or unreadable: the client must see a cut
                     self._end_transfer(conn, complete=False)
                     return
             try:
-                sent = conn.sock.send(transfer.unsent)
+                # A record at a time: each one taken is progress, as each byte is for sendfile, so a
+                # reader slower than a piece per client_timeout is not taken for a stalled one.
+                sent = conn.sock.send(transfer.unsent[:RECORD_BYTES])
             except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
                 return  # the same bytes again once the socket takes more
             except OSError as exc:
