@@ -137,3 +137,15 @@ def test_docker_pushes_and_pulls_over_https(docker: Docker, start_registry: Call
     asked = {(line["method"], line["path"].split("/")[4], line["status"]) for line in server.request_lines()
              if line["path"].startswith("/v2/team/busybox/")}
     assert {("PUT", "manifests", 201), ("GET", "manifests", 200), ("GET", "blobs", 200)} <= asked, asked
+
+
+def test_gunicorns_own_certfile_is_refused_for_tls_cert(ca: CA, tmp_path: Path) -> None:
+    """gunicorn's certfile would do each handshake in a request thread: the worker refuses to boot
+    and says what to set instead."""
+    issued = _issue(ca, tmp_path)
+    server = RegistryServer(tmp_path / "server", env_overrides={
+        "GUNICORN_CMD_ARGS": f"--certfile {issued.cert} --keyfile {issued.key}"})
+    with pytest.raises(RuntimeError, match="exited early"):
+        server.start(timeout=60)
+    assert "set [server] tls_cert and tls_key rather than gunicorn's certfile and keyfile" in \
+        server.log_path.read_text()
