@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import os
 import shutil
 import socket
 import uuid
@@ -149,3 +150,30 @@ def test_gunicorns_own_certfile_is_refused_for_tls_cert(ca: CA, tmp_path: Path) 
         server.start(timeout=60)
     assert "set [server] tls_cert and tls_key rather than gunicorn's certfile and keyfile" in \
         server.log_path.read_text()
+
+
+def test_pipelined_requests_after_an_upload_are_all_answered(start_registry, ca: CA, tmp_path: Path) -> None:
+    """A request pipelined behind an upload, in the same TLS record as the body's end: the upload
+    thread reads 8 KiB at a time, so the rest of that record stays decrypted in the SSL object,
+    which no longer makes the socket readable; the loop must read it from there."""
+    server = start_registry(ca_file=ca.cert_file, **tls_env(_issue(ca, tmp_path)))
+    record = 16384  # what OpenSSL puts in one record of a large write
+    head = b"POST /v2/team/app/blobs/uploads/?digest=%s HTTP/1.1\r\nHost: x\r\nContent-Length: %05d\r\n\r\n"
+    body_end = 2 * record + 200  # early in the third record, whose first 8 KiB the thread then reads
+    blob = os.urandom(body_end - len(head % (b"sha256:" + b"0" * 64, 0)))
+    digest = "sha256:" + hashlib.sha256(blob).hexdigest()
+    upload = head % (digest.encode(), len(blob)) + blob
+    assert len(upload) == body_end
+    health = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    padding = 3 * record - 1000 - body_end - len(health) - 100  # all of it within the third record
+    pipelined = f"GET /v2/team/app/blobs/{digest} HTTP/1.1\r\nHost: x\r\nX-Padding: {'x' * padding}\r\n\r\n"
+    requests = upload + pipelined.encode() + health
+    assert 2 * record + 8192 < len(requests) < 3 * record
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as raw:
+        with ca.client_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(requests)
+            reply = b""
+            while chunk := tls.recv(65536):
+                reply += chunk
+    assert reply.startswith(b"HTTP/1.1 201 ") and reply.count(b"HTTP/1.1 200 OK") == 2, reply[:300]
+    assert blob in reply and b'{"status": "ok"}' in reply[-100:]
