@@ -126,7 +126,7 @@ class RegistryWorker(TLSLoop, gthread.ThreadWorker):
         client = ClientSocket.adopt(client, self.limits.client_timeout, self.limits.min_body_rate)
         conn = gthread.TConn(self.cfg, client, address, listener.getsockname())
         if self.certificates is not None:
-            self._start_tls(conn, self.certificates)
+            self._start_tls(conn)
         else:
             self._read(conn)
 

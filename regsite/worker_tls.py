@@ -82,7 +82,7 @@ class TLSLoop:
         def _sent(self, conn: Any, transfer: Any, sent: int) -> None: ...
         def _end_transfer(self, conn: Any, complete: bool) -> None: ...
 
-    def _start_tls(self, conn: Any, certificates: Any) -> None:
+    def _start_tls(self, conn: Any) -> None:
         conn.state = HANDSHAKE
         conn.first_deadline = time.monotonic() + self.limits.client_timeout
         self._expire_at(conn, conn.first_deadline)
