@@ -18,6 +18,7 @@ from registry.services import gc
 from regsite import config
 from tests.support.proxy_fixtures import fresh_upstream_state, proxy_entry, start_upstream, stored, upstream  # noqa: F401
 from tests.support.registry_client import body_of, error_code, post_upload
+from tests.support.ui_fixtures import plain_static  # noqa: F401  (the UI test needs no collectstatic)
 from tests.support.upstreams import OCI_MANIFEST, push_image
 
 ACCEPT = {"Accept": OCI_MANIFEST}
