@@ -15,13 +15,15 @@ view streams to storage, or for a response it writes itself. ``ClientSocket`` bo
   sends or trickles goes within ``RATE_GRACE`` seconds of waiting, one that stops after a fast
   start within ``client_timeout``; a transfer that keeps above the rate is never cut off.
 
-In non-blocking mode (the event loop) the socket behaves as a plain socket.
+In non-blocking mode (the event loop) the socket behaves as a plain socket. ``TLSClientSocket`` is
+the same over TLS.
 """
 from __future__ import annotations
 
 import errno
 import logging
 import socket
+import ssl
 import time
 from typing import Any
 
@@ -134,6 +136,39 @@ class ClientSocket(socket.socket):
             self.shutdown(socket.SHUT_RD)
         except OSError:
             pass
+
+
+class TLSClientSocket(ClientSocket, ssl.SSLSocket):  # type: ignore[misc]  # recv's parameter names
+    """A ClientSocket speaking TLS ([server] tls_cert): the same bounds on a thread's waits, through
+    the SSL object. The worker's loop does the handshake, non-blocking."""
+
+    @classmethod
+    def wrap(cls, plain: ClientSocket, context: ssl.SSLContext) -> "TLSClientSocket":
+        context.sslsocket_class = cls
+        sock = context.wrap_socket(plain, server_side=True, do_handshake_on_connect=False)
+        assert isinstance(sock, cls)
+        sock.idle_timeout, sock.min_rate = plain.idle_timeout, plain.min_rate
+        sock.gave_up, sock.streaming = False, False
+        sock.head_received()
+        sock.setblocking(False)
+        return sock
+
+    def shutdown(self, how: int) -> None:
+        if how == socket.SHUT_RD:
+            # SSLSocket.shutdown drops the SSL object: the thread's answer would then go out in clear.
+            socket.socket.shutdown(self, how)
+        else:
+            super().shutdown(how)
+
+    def close_notify(self) -> None:
+        """Tell the client the connection ends (TLS close_notify), without waiting for its own:
+        best effort, in non-blocking mode."""
+        if getattr(self, "_sslobj", None) is None:  # unwrapped, or the TCP write side already shut
+            return
+        try:
+            self.unwrap()
+        except (ssl.SSLError, OSError, ValueError):
+            pass  # sent, with the client's answer still to come (or the connection already gone)
 
 
 def _peer(sock: socket.socket) -> str:

@@ -35,6 +35,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "trusted_proxies": [],
         "external_url": "",
         "ready_cache_seconds": 5,
+        "tls_cert": "",
+        "tls_key": "",
     },
     "storage": {
         "backend": "filesystem",
@@ -129,7 +131,7 @@ PATHS_NOTE = (f"It reads the server's configuration (config.toml in {BASE_DIR} o
               "variables) and resolves relative paths in it against that directory, as the server "
               "does, wherever it is run from.")
 PATH_KEYS = (("server", "secret_key_file"), ("storage", "root"), ("auth", "htpasswd_file"),
-             ("auth", "token_storage"))
+             ("auth", "token_storage"), ("server", "tls_cert"), ("server", "tls_key"))
 
 
 class ConfigError(Exception):
@@ -352,6 +354,10 @@ def _validate(cfg: dict[str, Any]) -> None:
         raise ConfigError("[storage] s3_secret_key: s3_access_key and s3_secret_key go together "
                           "(leave both empty for the standard AWS credential chain)")
     _check_bind(cfg["server"]["bind"])
+    if bool(cfg["server"]["tls_cert"]) != bool(cfg["server"]["tls_key"]):
+        missing = "tls_key" if cfg["server"]["tls_cert"] else "tls_cert"
+        raise ConfigError(f"[server] {missing}: tls_cert and tls_key go together (set both to serve HTTPS, "
+                          "neither for plain HTTP)")
     cfg["server"]["external_url"] = external_url(cfg["server"]["external_url"])
     proxy_networks(cfg["server"]["trusted_proxies"])
     if cfg["server"]["log_level"].lower() not in LOG_LEVELS:
@@ -549,6 +555,13 @@ def check_bucket(cfg: dict[str, dict[str, Any]]) -> None:
         raise ConfigError(f"[storage] {key}: {exc}") from None
 
 
+def check_tls(cfg: dict[str, dict[str, Any]]) -> None:
+    """With ``tls_cert`` and ``tls_key``, they load as a certificate and its key (regsite.tls)."""
+    from regsite import tls
+
+    tls.serving(cfg["server"]["tls_cert"], cfg["server"]["tls_key"])
+
+
 def s3_driver(storage: Mapping[str, Any]) -> Any:
     """The S3 driver the ``[storage]`` table describes."""
     from registry.storage.s3 import S3Driver
@@ -563,7 +576,8 @@ def resolve_paths(cfg: dict[str, Any], base: Path | None = None) -> dict[str, An
     """The configuration with its relative paths made absolute against the project directory."""
     root = base or BASE_DIR
     for table, key in PATH_KEYS:
-        cfg[table][key] = str(root / cfg[table][key])  # an absolute path stays as it is
+        if cfg[table][key]:  # empty: not set (tls_cert)
+            cfg[table][key] = str(root / cfg[table][key])  # an absolute path stays as it is
     url = cfg["database"]["url"]
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
         cfg["database"]["url"] = "sqlite:///" + str(root / url[len("sqlite:///"):])
@@ -587,6 +601,7 @@ def load_or_exit(
         if serving:
             check_htpasswd(cfg)
             check_bucket(cfg)
+            check_tls(cfg)
         db = database_settings(cfg["database"])
         if db["ENGINE"].endswith("sqlite3"):
             ensure_writable_dir("[database] url", Path(db["NAME"]).resolve().parent)

@@ -14,6 +14,11 @@ those waits itself, so threads only ever run application code:
   streamed by an upload thread, at no less than ``min_body_rate`` (regsite/client_timeouts.py);
 - a response that is a file (a blob) is sent from the loop with ``sendfile``, as the client reads;
 - a closed connection lingers (half-closed, its late bytes drained) in the loop, not in a thread.
+
+With ``[server] tls_cert`` the port speaks HTTPS (regsite/tls.py, regsite/worker_tls.py): the
+loop does the handshake within the request head's ``client_timeout``, reads through the SSL
+object, and sends files by reading and encrypting them itself (``sendfile`` would send them in
+clear); threads read upload bodies and write answers through the same object.
 """
 from __future__ import annotations
 
@@ -37,6 +42,8 @@ from gunicorn.workers import gthread
 
 from regsite.client_timeouts import ClientSocket, count_timeout
 from regsite.request_reader import CONTINUE, Ready, Refused, RequestReader, error_body
+from regsite.tls import Certificates
+from regsite.worker_tls import HANDSHAKE, TLSLoop, close_notify, pending_bytes, tls_error, tls_waiting
 
 log = logging.getLogger("gunicorn.error")
 
@@ -44,7 +51,7 @@ LINGER_SECONDS = 2.0
 LINGER_BYTES = 64 * 1024
 SEND_CHUNK = 4 * 1024 * 1024
 
-READING, TRANSFER, LINGERING = "reading", "transfer", "lingering"
+READING, TRANSFER, LINGERING = "reading", "transfer", "lingering"  # HANDSHAKE: worker_tls.py
 TLS_HANDSHAKE = b"\x16"
 _tls_logged = False
 
@@ -71,10 +78,12 @@ class _Transfer:
     left: int
     keepalive: bool = False
     progress: float = field(default_factory=time.monotonic)
+    unsent: bytes | memoryview = b""  # over TLS: file bytes read, not yet taken by the SSL object
 
 
-class RegistryWorker(gthread.ThreadWorker):
+class RegistryWorker(TLSLoop, gthread.ThreadWorker):
     limits = Limits()
+    certificates: Certificates | None = None  # [server] tls_cert: the master's, inherited at fork
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -86,8 +95,10 @@ class RegistryWorker(gthread.ThreadWorker):
         self._transfers: set[Any] = set()
 
     def init_process(self) -> None:
-        if self.cfg.is_ssl or getattr(self.cfg, "http2_cleartext", "off") not in ("off", None, False):
-            raise RuntimeError("the registry worker serves plain HTTP/1.1 (terminate TLS in front)")
+        if self.cfg.is_ssl:
+            raise RuntimeError("set [server] tls_cert and tls_key rather than gunicorn's certfile and keyfile")
+        if getattr(self.cfg, "http2_cleartext", "off") not in ("off", None, False):
+            raise RuntimeError("the registry worker serves HTTP/1.1")
         # Uploads stream their bodies for as long as the client takes, so they get their own
         # threads: probes and pulls never queue behind a hundred slow pushes.
         self.upload_pool = futures.ThreadPoolExecutor(self.limits.upload_threads, "upload")
@@ -114,7 +125,10 @@ class RegistryWorker(gthread.ThreadWorker):
         self.nr_conns += 1
         client = ClientSocket.adopt(client, self.limits.client_timeout, self.limits.min_body_rate)
         conn = gthread.TConn(self.cfg, client, address, listener.getsockname())
-        self._read(conn)
+        if self.certificates is not None:
+            self._start_tls(conn)
+        else:
+            self._read(conn)
 
     def on_client_socket_readable(self, conn: Any, client: Any) -> None:
         # A kept-alive connection starts its next request: read it here, not in a thread.
@@ -122,28 +136,39 @@ class RegistryWorker(gthread.ThreadWorker):
         self.keepalived_conns.remove(conn)
         self._read(conn)
 
-    def _read(self, conn: Any, received: bytes = b"") -> None:
-        """Read the connection's next request in the loop, starting with what is ``received``."""
+    def _read(self, conn: Any, received: bytes = b"", deadline: float | None = None) -> None:
+        """Read the connection's next request in the loop, starting with what is ``received``,
+        within ``client_timeout`` (or by ``deadline``: a new TLS connection's, set at accept)."""
         conn.sock.setblocking(False)
         conn.state = READING
         conn.reader = RequestReader(self.limits.max_manifest_bytes)
-        self._expire_at(conn, time.monotonic() + self.limits.client_timeout)
+        self._expire_at(conn, deadline or time.monotonic() + self.limits.client_timeout)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
         if received:
             self._take(conn, received)
+        if conn.reader is not None and pending_bytes(conn.sock):
+            self._on_readable(conn, conn.sock)  # decrypted already: the socket will not say so
 
     def _on_readable(self, conn: Any, _sock: Any) -> None:
-        try:
-            data = conn.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        if not data:  # the client left before finishing its request
-            self._forget(conn)
-            self._close(conn)
-            return
-        self._take(conn, data)
+        while True:
+            try:
+                data = conn.sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if tls_waiting(exc):  # a TLS record not complete yet
+                    return
+                tls_error(conn, exc)
+                data = b""
+            if not data:  # the client left before finishing its request
+                self._forget(conn)
+                self._close(conn)
+                return
+            self._take(conn, data)
+            # A TLS record may hold more than was asked for: what stays in the SSL object does
+            # not make the socket readable again.
+            if conn.reader is None or not pending_bytes(conn.sock):
+                return
 
     def _take(self, conn: Any, data: bytes) -> None:
         reader: RequestReader = conn.reader
@@ -216,6 +241,8 @@ class RegistryWorker(gthread.ThreadWorker):
 
     def murder_pending(self) -> None:
         super().murder_pending()
+        if self.certificates is not None:
+            self.certificates.refresh()  # at most once a second: a replaced certificate for new connections
         now = time.monotonic()
         while self._deadlines and self._deadlines[0][0] <= now:
             _deadline, token = heapq.heappop(self._deadlines)
@@ -225,6 +252,8 @@ class RegistryWorker(gthread.ThreadWorker):
             conn.token = None
             if conn.state == LINGERING:
                 self._close(conn)
+            elif conn.state == HANDSHAKE:
+                self._handshake_timed_out(conn)
             elif conn.reader.head is not None:
                 self._timed_out(conn, "request body", 408, "Request Timeout")
             else:
@@ -239,6 +268,15 @@ class RegistryWorker(gthread.ThreadWorker):
                         self.limits.client_timeout)
             count_timeout("response")
             self._end_transfer(conn, complete=False)
+
+    def murder_keepalived(self, force: bool = False) -> None:
+        if self.certificates is not None:  # the idle connections about to be closed hear of it
+            now = time.monotonic()
+            for conn in self.keepalived_conns:  # in the order they expire
+                if conn.timeout > now and not force:
+                    break
+                close_notify(conn.sock)
+        super().murder_keepalived(force)
 
     def _timed_out(self, conn: Any, what: str, status: int, reason: str) -> None:
         log.warning("closing connection from %s: %s not complete within %ss", _peer(conn), what,
@@ -272,6 +310,8 @@ class RegistryWorker(gthread.ThreadWorker):
             started = datetime.now()
             resp, environ = wsgi.create(req, conn.sock, conn.client, conn.server, self.cfg)
             environ["wsgi.multithread"] = True
+            if self.certificates is not None:
+                environ["wsgi.url_scheme"], environ["HTTPS"] = "https", "on"
             self.nr += 1
             if self.nr >= self.max_requests:
                 if self.alive:
@@ -352,6 +392,9 @@ class RegistryWorker(gthread.ThreadWorker):
 
     def _on_writable(self, conn: Any, _sock: Any) -> None:
         transfer: _Transfer = conn.transfer
+        if self.certificates is not None:
+            self._send_file_tls(conn, transfer)
+            return
         try:
             sent = os.sendfile(conn.sock.fileno(), transfer.fd, transfer.offset, min(transfer.left, SEND_CHUNK))
         except (BlockingIOError, InterruptedError):
@@ -362,6 +405,9 @@ class RegistryWorker(gthread.ThreadWorker):
         if sent == 0:  # the file is shorter than the length announced: the client must see a cut
             self._end_transfer(conn, complete=False)
             return
+        self._sent(conn, transfer, sent)
+
+    def _sent(self, conn: Any, transfer: Any, sent: int) -> None:
         transfer.offset += sent
         transfer.left -= sent
         transfer.resp.sent += sent
@@ -387,7 +433,7 @@ class RegistryWorker(gthread.ThreadWorker):
     def _keepalive(self, conn: Any) -> None:
         conn.state = None
         pipelined = conn.parser.unreader.take_buffered()
-        if pipelined:  # the client's next request, or a part of it, came with this one
+        if pipelined or pending_bytes(conn.sock):  # the client's next request, or a part of it, came with this one
             self._read(conn, pipelined)
             return
         conn.sock.setblocking(False)
@@ -404,6 +450,7 @@ class RegistryWorker(gthread.ThreadWorker):
         its late bytes with a reset that could destroy the end of our response in flight."""
         try:
             conn.sock.setblocking(False)
+            close_notify(conn.sock)
             conn.sock.shutdown(socket.SHUT_WR)
         except OSError:
             self._close(conn)

@@ -40,8 +40,10 @@ def start_registry(tmp_path: Path) -> Iterator[Callable[..., RegistryServer]]:
     """Start one or more registries: ``start_registry(SVC_AUTH_ENABLED="true", workers=3)``."""
     servers: list[RegistryServer] = []
 
-    def start(workers: int = 2, name: str = "server", copy_migrated: bool = True, **env: str) -> RegistryServer:
-        server = RegistryServer(tmp_path / name, env_overrides=env, workers=workers, copy_migrated=copy_migrated)
+    def start(workers: int = 2, name: str = "server", copy_migrated: bool = True, port: int = 0,
+              ca_file: Path | None = None, **env: str) -> RegistryServer:
+        server = RegistryServer(tmp_path / name, env_overrides=env, workers=workers, copy_migrated=copy_migrated,
+                                port=port, ca_file=ca_file)
         servers.append(server)
         return server.start()
 

@@ -30,6 +30,7 @@ class DockerUnavailable(RuntimeError):
 class Docker:
     root: Path
     process: subprocess.Popen[bytes] | None = None
+    options: tuple[str, ...] = ()  # more dockerd flags: --registry-mirror, --insecure-registry
     config: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -59,7 +60,7 @@ class Docker:
         self.process = subprocess.Popen(
             [dockerd, "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
              "--pidfile", str(self.root / "docker.pid"), "-H", self.socket, "--bridge", "none",
-             "--iptables=false", "--ip-masq=false", "--storage-driver", driver],
+             "--iptables=false", "--ip-masq=false", "--storage-driver", driver, *self.options],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -129,5 +130,5 @@ class Docker:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_docker() -> Docker:
-    return Docker(Path(tempfile.mkdtemp(prefix="registry-docker-"))).start()
+def start_docker(*options: str) -> Docker:
+    return Docker(Path(tempfile.mkdtemp(prefix="registry-docker-")), options=options).start()
