@@ -150,6 +150,14 @@ AUTH_REFRESH_TTL_DAYS: int = SVC["auth"]["refresh_ttl_days"]
 AUTH_MAX_TOKENS_PER_USER: int = SVC["auth"]["max_tokens_per_user"]
 AUTH_LOGIN_FAILURES: int = SVC["auth"]["login_failures"]
 AUTH_LOGIN_BACKOFF_MAX: int = SVC["auth"]["login_backoff_max"]
+# Access control (tokens.authz): the [[access]] rules, the role where none matches, the groups file
+# (re-read when it changes) and who is an admin everywhere.
+ACCESS_RULES: list[dict] = SVC["access"]
+AUTH_DEFAULT_ROLE: str = SVC["auth"]["default_role"]
+AUTH_GROUPS_FILE: str = SVC["auth"]["groups_file"]
+AUTH_ADMINS: list[str] = SVC["auth"]["admins"]
+# The audit log (audit): its rows are kept this many days.
+AUDIT_RETENTION_DAYS: int = SVC["audit"]["retention_days"]
 
 # Every line is one JSON object (regsite.logs), the request log's (ops.requests) included.
 LOG_LEVEL = SVC["server"]["log_level"].upper()

@@ -9,6 +9,9 @@ from registry.services import blobs, uploads
 from registry.services.exceptions import DigestInvalid, UploadOutOfOrder
 from registry.views.base import empty, registry_view
 from regsite.forwarded import client_address
+from tokens import authz
+from tokens.access import Action
+from tokens.principal import AuthenticatedHttpRequest
 
 
 def _upload_url(name: str, upload_id: str) -> str:
@@ -29,11 +32,14 @@ def _created(name: str, info: blobs.BlobInfo) -> HttpResponse:
 
 
 @registry_view("POST")
-def upload_start(request: HttpRequest, name: str) -> HttpResponse:
+def upload_start(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     mount = request.GET.get("mount")
     if mount:
-        # Roles are registry-wide, so a caller allowed to push may read every source repository.
-        mounted = blobs.mount(name, mount, request.GET.get("from"))
+        # Only from a repository the caller may pull (tokens.authz); else a plain upload starts, as
+        # for a blob the source does not hold, which tells nothing about the source.
+        principal = request.principal
+        mounted = blobs.mount(name, mount, request.GET.get("from"),
+                              may_read=lambda source: authz.allows(principal, source, Action.PULL))
         if mounted is not None:
             return _created(name, mounted)
     digest = request.GET.get("digest")
