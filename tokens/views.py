@@ -129,6 +129,7 @@ def create_token(request: AuthenticatedHttpRequest, body: dict[str, Any], userna
         role=body.get("role", DEFAULT_ROLE),
         ttl_days=body.get("ttl_days", services.DEFAULT_TTL_DAYS),
         description=body.get("description", ""),
+        repositories=body.get("repositories"),
     )
     return JsonResponse(created.as_dict(), status=201)
 

@@ -18,6 +18,12 @@ def _state(record: services.TokenRecord) -> str:
     return "expired" if record.expired else "active"
 
 
+def _described(record: services.TokenRecord) -> str:
+    # The last column, so that the table's columns stay where scripts read them.
+    limited = f"[repositories {','.join(record.repositories)}]" if record.repositories else ""
+    return " ".join(part for part in (record.description, limited) if part)
+
+
 class Command(BaseCommand):
     help = ("List API tokens by hash prefix, owner, role, creation and expiry time, and state: active, "
             "expired, or orphaned (its owner is no longer the user it was made for: gone from the "
@@ -39,7 +45,7 @@ class Command(BaseCommand):
             return
         rows = [COLUMNS] + [
             (r.hash_prefix, r.owner, r.role, f"{r.created_at:%Y-%m-%d %H:%M}",
-             f"{r.expires_at:%Y-%m-%d %H:%M}", _state(r), r.description)
+             f"{r.expires_at:%Y-%m-%d %H:%M}", _state(r), _described(r))
             for r in records
         ]
         widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
