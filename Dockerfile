@@ -21,6 +21,7 @@ COPY registry ./registry
 COPY tokens ./tokens
 COPY ops ./ops
 COPY notifications ./notifications
+COPY audit ./audit
 COPY templates ./templates
 RUN pip install . \
     && SVC_SECRET_KEY=collectstatic-only SVC_STORAGE_ROOT=/tmp/build/registry \

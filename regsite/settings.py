@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "tokens",
     "ops",
     "notifications",
+    "audit",
 ]
 
 MIDDLEWARE = [
@@ -49,6 +50,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before authentication: a mirror's ?ns= or /<prefix>/v2/ path is rewritten to the name it means.
     "registry.proxy.routing.ProxyRoutingMiddleware",
+    # Outside authentication, so that it sees refusals too: the audit log's request-level events.
+    "audit.middleware.AuditMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
     # After authentication: only a client who may write learns that a namespace is a cache of what.
     "registry.proxy.routing.ReadOnlyNamespaceMiddleware",

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from audit import log as audit
 from registry import errors
 from tokens import authz, bearer, services
 from tokens.access import checks_own_credentials
@@ -65,6 +66,7 @@ def _password_identity(request: AuthenticatedHttpRequest, username: str, passwor
     if username == services.TOKEN_USERNAME:
         return _api_token_identity(request, password, Mechanism.BASIC_TOKEN)
     if username.startswith(ROBOT_PREFIX):
+        audit.claim(request, username, audit.Kind.ROBOT)
         identity = bearer.robot_identity(username, password)
         if identity is None:
             raise _refused(request, Mechanism.ROBOT, "unknown, disabled or expired robot account, or a wrong secret")
@@ -79,6 +81,8 @@ def _password_identity(request: AuthenticatedHttpRequest, username: str, passwor
 
 
 def _api_token_identity(request: AuthenticatedHttpRequest, token: str, mechanism: Mechanism) -> bearer.Identity:
+    audit.claim(request, "", audit.Kind.TOKEN,
+                services.token_digest(token)[:16] if services.TOKEN_SHAPE.match(token) else "")
     identity = bearer.token_identity(token, mechanism)
     if identity is None:
         raise _refused(request, mechanism, "unknown, expired or revoked token")
@@ -114,6 +118,13 @@ def _anonymous_identity() -> bearer.Identity:
     return bearer.anonymous_identity()
 
 
+def _signed_in(request: AuthenticatedHttpRequest, identity: bearer.Identity) -> None:
+    """Who the audit log names for this sign-in (the middleware leaves this view's principal anonymous)."""
+    principal = identity.principal
+    if principal.is_authenticated:
+        audit.claim(request, principal.name, audit.Kind(principal.kind.value), principal.hash_prefix or "")
+
+
 def _form(request: HttpRequest) -> dict[str, list[str]]:
     if request.content_type != FORM_TYPE:
         raise BadRequest(f"the POST body must be {FORM_TYPE}")
@@ -146,6 +157,7 @@ def _get(request: AuthenticatedHttpRequest) -> dict[str, Any]:
         identity = _anonymous_identity()
     else:
         identity = _header_identity(request)
+    _signed_in(request, identity)
     issued = bearer.issue_access(identity, bearer.grant(identity.principal, scopes))
     body = _token_body(issued)
     if request.GET.get("offline_token", "").lower() == "true":
@@ -170,6 +182,7 @@ def _post(request: AuthenticatedHttpRequest) -> dict[str, Any]:
         request.auth_attempt = AuthAttempt(Mechanism.SIGNED_TOKEN, Outcome.SUCCESS)
     else:
         raise BadRequest(f"grant_type must be password or refresh_token, got {grant_type[:40]!r}")
+    _signed_in(request, identity)
     issued = bearer.issue_access(identity, bearer.grant(identity.principal, scopes))
     body = _token_body(issued)
     body["scope"] = " ".join(str(scope) for scope in issued.scopes)

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.urls import ResolverMatch
 
+from audit import log as audit
 from registry import errors, visibility
 from registry.proxy.routing import MIRROR_PATH_PREFIX
 from tokens import authz, bearer, robots, services
@@ -49,14 +50,17 @@ class BadCredentials(Exception):
         self.mechanism = mechanism
 
 
-def _token_principal(token: str, mechanism: Mechanism) -> Principal:
+def _token_principal(request: AuthenticatedHttpRequest, token: str, mechanism: Mechanism) -> Principal:
+    audit.claim(request, "", audit.Kind.TOKEN, services.token_digest(token)[:16] if services.TOKEN_SHAPE.match(token)
+                else "")
     record = services.authenticate_token(token)
     if record is None:
         raise BadCredentials(mechanism, "unknown, expired or revoked token")
     return services.token_principal(record, mechanism)
 
 
-def _robot_principal(name: str, secret: str) -> Principal:
+def _robot_principal(request: AuthenticatedHttpRequest, name: str, secret: str) -> Principal:
+    audit.claim(request, name, audit.Kind.ROBOT)
     robot = robots.authenticate(name, secret)
     if robot is None:
         raise BadCredentials(Mechanism.ROBOT, "unknown, disabled or expired robot account, or a wrong secret")
@@ -85,7 +89,7 @@ def authenticate(request: AuthenticatedHttpRequest) -> Principal:
                 return bearer.verify_access(value)
             except bearer.InvalidToken as exc:
                 raise BadCredentials(Mechanism.SIGNED_TOKEN, str(exc)) from None
-        return _token_principal(value, Mechanism.BEARER_TOKEN)
+        return _token_principal(request, value, Mechanism.BEARER_TOKEN)
     try:
         username, password = basic_credentials(value)
     except MalformedBasic as exc:
@@ -94,9 +98,9 @@ def authenticate(request: AuthenticatedHttpRequest) -> Principal:
         # What skopeo and containerd send after a challenge when they have no credentials.
         return ANONYMOUS
     if username == services.TOKEN_USERNAME:
-        return _token_principal(password, Mechanism.BASIC_TOKEN)
+        return _token_principal(request, password, Mechanism.BASIC_TOKEN)
     if username.startswith(ROBOT_PREFIX):
-        return _robot_principal(username, password)
+        return _robot_principal(request, username, password)
     if not password_login(request, username, password, Mechanism.BASIC_USER):
         raise BadCredentials(Mechanism.BASIC_USER, "invalid username or password")
     return user(username)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from audit import log as audit
 from tokens import queries
 from tokens.access import Role
 from tokens.principal import ROBOT_PREFIX, Mechanism, Principal
@@ -134,6 +135,7 @@ def create(name: str, repositories: Any, role: Role | str = Role.WRITE, ttl_days
                            created_by[:255], now, now + timedelta(days=ttl_days), None, False)
     if not queries.insert_robot(row):
         raise RobotExists(full)
+    audit.record("robot.create", reference=full, detail=f"{role} on {', '.join(globs)}, {ttl_days} days")
     return Issued(_robot(row), secret)
 
 
@@ -155,6 +157,7 @@ def rotate(name: str) -> Issued:
     now = _now()
     if not queries.set_robot_secret(robot.name, _digest(secret), now):
         raise RobotNotFound(robot.name)
+    audit.record("robot.rotate", reference=robot.name)
     return Issued(get(robot.name), secret)
 
 
@@ -162,6 +165,7 @@ def set_disabled(name: str, disabled: bool) -> Robot:
     full = full_name(name)
     if not queries.set_robot_disabled(full, disabled):
         raise RobotNotFound(full)
+    audit.record("robot.disable" if disabled else "robot.enable", reference=full)
     return get(full)
 
 
@@ -169,6 +173,7 @@ def delete(name: str) -> None:
     full = full_name(name)
     if not queries.delete_robot(full):
         raise RobotNotFound(full)
+    audit.record("robot.delete", reference=full)
 
 
 def live(name: str) -> Robot | None:

@@ -27,6 +27,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError
 
+from audit import log as audit
 from registry.policies.globs import glob_regex
 from tokens import htpasswd, owner_stamp
 from tokens.access import DEFAULT_ROLE, ROLE_NAMES, Role
@@ -69,6 +70,14 @@ class TooManyTokens(TokenError):
         super().__init__(f"{owner} already has {limit} live tokens, the most [auth] max_tokens_per_user "
                          "allows: revoke one first")
         self.message = str(self)
+
+
+class NotAllowed(TokenError):
+    """The signed-in user may not do this (manage robot accounts: admins only)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class TokenNotFound(TokenError):
@@ -259,8 +268,10 @@ def create_token(owner: str, role: Role | str = DEFAULT_ROLE, ttl_days: int = DE
         if repo.live_count_of(owner, created_at) >= settings.AUTH_MAX_TOKENS_PER_USER:
             raise TooManyTokens(owner, settings.AUTH_MAX_TOKENS_PER_USER)
     repo.save(stored)
-    return CreatedToken(token, stored.digest[:HASH_PREFIX_LENGTH], role, description, created_at,
-                        stored.expires_at, ttl_days, globs)
+    prefix = stored.digest[:HASH_PREFIX_LENGTH]
+    audit.record("token.create", reference=prefix,
+                 detail=f"{role} token of {owner}, {ttl_days} days" + (f", on {', '.join(globs)}" if globs else ""))
+    return CreatedToken(token, prefix, role, description, created_at, stored.expires_at, ttl_days, globs)
 
 
 def list_tokens(owner: str | None = None) -> list[TokenRecord]:
@@ -347,6 +358,7 @@ def revoke_token(owner: str | None, hash_prefix: str) -> None:
         raise TokenNotFound(prefix)
     for stored in matches:
         repo.delete(stored.digest)
+        audit.record("token.revoke", reference=stored.digest[:HASH_PREFIX_LENGTH], detail=f"token of {stored.owner}")
 
 
 def authenticate_token(token: str) -> TokenRecord | None:

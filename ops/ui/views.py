@@ -9,6 +9,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
+from audit import log as audit
 from ops.ui import policies, queries
 from ops.ui.access import UiRequest, error_page, not_found, page, ui_view
 from ops.ui.configs import read_config
@@ -121,6 +122,8 @@ def delete_manifest(request: UiRequest, name: str, reference: str) -> HttpRespon
     by_digest = is_digest_like(reference)
     if request.method == "POST":
         manifests.delete(name, reference, settings.REGISTRY_DELETE_ENABLED)
+        audit.record("delete" if by_digest else "tag.delete", repository=name,
+                     reference="" if by_digest else reference, digest=info.digest, detail="from the web UI")
         done = f"manifest {info.digest}" if by_digest else f"tag {reference}"
         target = reverse("ui:repository", args=[name])
         return HttpResponseRedirect(f"{target}?{urlencode({'deleted': done})}")
@@ -140,7 +143,9 @@ def delete_repository(request: UiRequest, name: str) -> HttpResponse:
     form = RepositoryDeleteForm(request.POST if request.method == "POST" else None)
     if form.is_valid():
         if form.cleaned_data["confirm_name"] == info.name:
-            repositories.delete_repository(info.name)
+            deleted = repositories.delete_repository(info.name)
+            audit.record("repository.delete", repository=info.name,
+                         detail=f"{deleted.tags} tags, {deleted.manifests} manifests, from the web UI")
             return HttpResponseRedirect(f"{reverse('ui:repositories')}?{urlencode({'deleted': info.name})}")
         form.add_error("confirm_name", "That is not the repository's name.")
     return page(request, "confirm_delete_repository.html",

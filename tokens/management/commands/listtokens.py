@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from regsite import tables
 from regsite.config import PATHS_NOTE
 from tokens import services
 
@@ -48,8 +49,5 @@ class Command(BaseCommand):
              f"{r.expires_at:%Y-%m-%d %H:%M}", _state(r), _described(r))
             for r in records
         ]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
-        for row in rows:
-            # The last column (the description) is not padded: zip stops at the widths.
-            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-            self.stdout.write("  ".join(cells + [row[-1]]).rstrip())
+        for line in tables.lines(rows):
+            self.stdout.write(line)
