@@ -20,6 +20,9 @@ from tokens.access import Action, action_for
 from tokens.principal import Outcome as AuthOutcome
 
 SIGN_IN_VIEWS = frozenset({routes.BASE, "auth-token", "ui:sign-in"})
+# The registry API's routes about one repository (the UI's have names of their own, under "ui:").
+REPOSITORY_ROUTES = frozenset({routes.MANIFEST, routes.BLOB, routes.UPLOAD_START, routes.UPLOAD_SESSION,
+                               routes.TAGS, routes.REFERRERS})
 _FAILED = {AuthOutcome.FAILURE: Outcome.FAILED, AuthOutcome.THROTTLED: Outcome.THROTTLED}
 
 
@@ -54,7 +57,7 @@ class AuditMiddleware:
                      view_kwargs: dict[str, Any]) -> None:
         # Where a manifest PUT's tags point before it: a tag that pointed elsewhere was moved.
         match = request.resolver_match
-        if request.method == "PUT" and match is not None and match.url_name == routes.MANIFEST:
+        if request.method == "PUT" and match is not None and match.view_name == routes.MANIFEST:
             name, tag, _digest = _name_and_reference(request)
             tags = ([tag] if tag else []) + request.GET.getlist("tag")
             if tags and name:
@@ -66,10 +69,10 @@ class AuditMiddleware:
     def _record(self, request: HttpRequest, response: HttpResponseBase) -> None:
         match = request.resolver_match
         view = match.view_name if match is not None else ""
-        route = match.url_name if match is not None else None
+        route = view if view in REPOSITORY_ROUTES or view == routes.BASE else None
         refusal = getattr(request, "refusal", None)
         attempt = getattr(request, "auth_attempt", None)
-        name, tag, digest = _name_and_reference(request)
+        name, tag, digest = _name_and_reference(request) if route is not None else ("", "", "")
         if refusal is not None:
             action = action_for(route, request.method)
             record(action.value, repository=name, reference=tag, digest=digest, outcome=Outcome.DENIED,

@@ -101,7 +101,7 @@ def is_admin(principal: Principal) -> bool:
 
 # -- the role on a repository -----------------------------------------------------------------------
 
-def _higher(a: Role | None, b: Role | None) -> Role | None:
+def higher(a: Role | None, b: Role | None) -> Role | None:
     if a is None:
         return b
     return a if b is None or a.rank >= b.rank else b
@@ -144,7 +144,7 @@ def role_on(principal: Principal, repository: str) -> tuple[Role | None, str | N
         role, where = _user_role(compiled, principal, governing)
         if kind is Kind.TOKEN:
             role = _lower(role, principal.role) if within(principal.repositories, repository) else None
-    found = (_higher(role, governing.anonymous), where)
+    found = (higher(role, governing.anonymous), where)
     principal.memo[("role", repository)] = found
     return found
 

@@ -14,7 +14,7 @@ share (building them once, the byte-order rule) is in ``_sql``.
 """
 from __future__ import annotations
 
-from registry.queries._sql import byte_order
+from registry.queries._sql import byte_order, visible_names
 from registry.queries.blobs import (
     BlobRow,
     BlobTotals,
@@ -140,7 +140,7 @@ from registry.queries.uploads import (
 
 __all__ = [
     # _sql
-    "byte_order",
+    "byte_order", "visible_names",
     # blobs
     "BlobRow", "BlobTotals", "LinkRow", "MountSource", "QuotaLink", "StoredBlob", "blob_count", "blob_exists",
     "blob_page", "blob_totals", "delete_blob", "delete_unreferenced_links", "delete_unused_blobs",
