@@ -186,3 +186,17 @@ def test_tag_lists_and_referrers_of_a_readable_repository_are_served(seeded) -> 
     assert carol.get("/v2/team-a/app/tags/list").json() == {"name": "team-a/app", "tags": ["v1"]}
     listed = carol.get(f"/v2/team-a/app/referrers/{seeded['team-a/app']}")
     assert listed.status_code == 200 and json.loads(listed.content)["manifests"] == []
+
+
+def test_through_the_token_flow_a_refused_read_is_absent_too(seeded) -> None:
+    def bearer_for(scope: str) -> Client:
+        response = as_user("alice").get(f"/auth/token?service=svc-registry&scope={scope}")
+        return Client(HTTP_AUTHORIZATION=f"Bearer {response.json()['token']}")
+
+    refused = bearer_for("repository:team-b/app:pull").get("/v2/team-b/app/manifests/v1")
+    absent = bearer_for("repository:team-a/ghost:pull").get("/v2/team-a/ghost/manifests/v1")
+    assert refused.status_code == absent.status_code == 404
+    assert refused.json()["errors"][0]["code"] == absent.json()["errors"][0]["code"] == "MANIFEST_UNKNOWN"
+    pushed = bearer_for("repository:team-b/app:pull,push").post("/v2/team-b/app/blobs/uploads/")
+    assert pushed.status_code == 403  # docker shows this message: not a 401 asking for a token again
+    assert pushed.json()["errors"][0]["message"] == "alice has role none on team-b/*; push needs write"

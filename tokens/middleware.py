@@ -216,9 +216,17 @@ class AuthenticationMiddleware:
         hide = not decision.allowed and action is Action.PULL and name is not None
         if not decision.allowed and not principal.is_authenticated:
             return unauthorized(request)
-        if not decision.allowed and not hide:
+        if not decision.allowed:
             request.refusal = decision
-            return forbidden(request, decision)
+            if not hide:
+                return forbidden(request, decision)
+            # The view runs as for a repository that does not exist: the same status, code and
+            # message, whatever the route (registry.visibility), and whatever a signed token's
+            # scope (the token endpoint grants nothing there, as for a repository that does not
+            # exist in a namespace one may not read; "absent" needs no scope).
+            assert name is not None
+            request.hidden = visibility.hide(name)
+            return None
         # A signed token allows only what it was issued for: a 401 names the scope to ask for. Other
         # credentials have no scope, and their requests need not parse the query string.
         if isinstance(principal, bearer.ScopedPrincipal):
@@ -227,10 +235,4 @@ class AuthenticationMiddleware:
             if missing:
                 return unauthorized(request, "the token's scope does not cover this request",
                                     scopes=missing, error="insufficient_scope")
-        if hide:
-            # The view runs as for a repository that does not exist: the same status, code and
-            # message, whatever the route (registry.visibility).
-            assert name is not None
-            request.refusal = decision
-            request.hidden = visibility.hide(name)
         return None
