@@ -88,3 +88,42 @@ def teams(settings, auth_on: AuthSetup, monkeypatch) -> Iterator[Teams]:
     settings.AUTH_ADMINS = ["erin"]
     monkeypatch.setattr(groups, "STAT_SECONDS", 0.0)  # a rewritten file is seen at the next request
     yield Teams(auth_on, groups_file)
+
+
+def team_server(start_registry: Any, root: Path, name: str = "teams", **env: str) -> Any:
+    """A gunicorn server with auth on and the three teams' users, groups file and rules."""
+    workdir = root / name
+    workdir.mkdir(parents=True)
+    write_users(workdir / "users.htpasswd")
+    (workdir / "groups").write_text(GROUPS)
+    (workdir / "config.toml").write_text(TOML)
+    return start_registry(name=name, SVC_AUTH_ENABLED="true", SVC_AUTH_GROUPS_FILE=str(workdir / "groups"), **env)
+
+
+def http_get(server: Any, path: str, who: str | None = None, password: str | None = None) -> tuple[int, Any]:
+    """GET ``path`` as ``who`` (Basic) or anonymously; the status and the JSON body."""
+    import base64
+    import json
+    import urllib.error
+    import urllib.request
+
+    headers = {}
+    if who is not None:
+        secret = password if password is not None else PASSWORDS[who]
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{who}:{secret}".encode()).decode()
+    request = urllib.request.Request(server.url + path, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def audit_steps(server: Any, *args: str) -> list[tuple[str, str, str, str]]:
+    """(actor, action, repository or reference, outcome) of each audit event, oldest first."""
+    import json
+
+    done = server.manage("audit", "--json", *args)
+    assert done.returncode == 0, done.stderr
+    return [(e["actor"] or e["actor_kind"], e["action"], e["repository"] or e["reference"], e["outcome"])
+            for e in json.loads(done.stdout)["events"]]
