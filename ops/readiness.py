@@ -121,6 +121,18 @@ def htpasswd() -> str | None:
     return None
 
 
+def groups_file() -> str | None:
+    # Unreadable, it puts nobody in any group: access through groups is gone until it is fixed.
+    path = Path(settings.AUTH_GROUPS_FILE)
+    try:
+        with path.open("rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        log.warning("readiness: groups file %s is not readable: %s", path, exc.strerror or exc)
+        return "groups file is not readable"
+    return None
+
+
 def token_storage() -> str | None:
     from tokens.services import file_repository
 
@@ -144,6 +156,8 @@ def checks() -> dict[str, Check]:
         selected["storage_low"] = storage_low
     if settings.AUTH_ENABLED:
         selected["htpasswd"] = htpasswd
+        if settings.AUTH_GROUPS_FILE:
+            selected["groups"] = groups_file
         if settings.AUTH_TOKEN_BACKEND == "files":
             selected["tokens"] = token_storage
     return selected

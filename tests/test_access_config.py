@@ -109,3 +109,18 @@ def test_groups_named_without_a_groups_file_are_warnings(tmp_path) -> None:
     assert warnings[0] == ('[[access]] #1 "team-a/*", [[access]] #5 "public/*" groups: group \'team-a\' is named '
                            "but no [auth] groups_file is configured: nobody is in it")
     assert len(warnings) == 2
+
+
+@pytest.mark.django_db
+def test_readiness_checks_the_groups_file_when_one_is_configured(client, settings, tmp_path) -> None:
+    from tests.support.auth import write_htpasswd
+
+    settings.AUTH_ENABLED = True
+    settings.AUTH_HTPASSWD_FILE = write_htpasswd(tmp_path / "users", {"alice": "wonderland"})
+    settings.AUTH_TOKEN_STORAGE = tmp_path / "tokens"
+    settings.AUTH_GROUPS_FILE = str(tmp_path / "groups")
+    (tmp_path / "groups").write_text("team-a: alice\n")
+    assert client.get("/ready").json()["checks"]["groups"] == "ok"
+    (tmp_path / "groups").unlink()
+    body = client.get("/ready").json()
+    assert body["failing"] == ["groups"] and body["checks"]["groups"] == "groups file is not readable"
