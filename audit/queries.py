@@ -64,22 +64,20 @@ def _filtered(filters: Filters) -> QuerySet[AuditEvent]:
     return query
 
 
+def _rows(query: QuerySet[AuditEvent], order: str, limit: int) -> list[EventRow]:
+    return [EventRow(**dict(zip(_FIELDS, row, strict=True)))
+            for row in query.order_by(order).values_list(*_FIELDS)[:limit]]
+
+
 def events(filters: Filters, after_id: int = 0, limit: int = 1000) -> list[EventRow]:
     """The matching events in the order they were written, after ``after_id``, at most ``limit``."""
-    query = _filtered(filters)
-    if after_id:
-        query = query.filter(id__gt=after_id)
-    return [EventRow(**dict(zip(_FIELDS, row, strict=True)))
-            for row in query.order_by("id").values_list(*_FIELDS)[:limit]]
+    return _rows(_filtered(filters).filter(id__gt=after_id), "id", limit)
 
 
 def newest(filters: Filters, before_id: int = 0, limit: int = 50) -> list[EventRow]:
     """The latest matching events, newest first, before ``before_id`` (a page of the UI)."""
     query = _filtered(filters)
-    if before_id:
-        query = query.filter(id__lt=before_id)
-    return [EventRow(**dict(zip(_FIELDS, row, strict=True)))
-            for row in query.order_by("-id").values_list(*_FIELDS)[:limit]]
+    return _rows(query.filter(id__lt=before_id) if before_id else query, "-id", limit)
 
 
 def delete_before(moment: datetime, at_most: int) -> int:

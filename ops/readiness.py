@@ -110,27 +110,23 @@ def storage_low() -> str | None:
 INFORMATIONAL = frozenset({"storage_low"})
 
 
-def htpasswd() -> str | None:
-    path = Path(settings.AUTH_HTPASSWD_FILE)
+def _unreadable(path: Path, what: str) -> str | None:
     try:
         with path.open("rb") as fh:
             fh.read(1)
     except OSError as exc:
-        log.warning("readiness: htpasswd file %s is not readable: %s", path, exc.strerror or exc)
-        return "htpasswd file is not readable"
+        log.warning("readiness: %s %s is not readable: %s", what, path, exc.strerror or exc)
+        return f"{what} is not readable"
     return None
+
+
+def htpasswd() -> str | None:
+    return _unreadable(Path(settings.AUTH_HTPASSWD_FILE), "htpasswd file")
 
 
 def groups_file() -> str | None:
     # Unreadable, it puts nobody in any group: access through groups is gone until it is fixed.
-    path = Path(settings.AUTH_GROUPS_FILE)
-    try:
-        with path.open("rb") as fh:
-            fh.read(1)
-    except OSError as exc:
-        log.warning("readiness: groups file %s is not readable: %s", path, exc.strerror or exc)
-        return "groups file is not readable"
-    return None
+    return _unreadable(Path(settings.AUTH_GROUPS_FILE), "groups file")
 
 
 def token_storage() -> str | None:

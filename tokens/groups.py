@@ -13,14 +13,14 @@ request, and never where a group came from.
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from django.conf import settings
+
+from regsite.watched import Stamp, WatchedFile
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ NONE: frozenset[str] = frozenset()
 
 @dataclass(frozen=True)
 class GroupsSnapshot:
-    stamp: tuple[int, int, int] | None  # (mtime_ns, size, inode); None when unreadable
+    stamp: Stamp | None  # (mtime_ns, size, inode); None when unreadable
     members: dict[str, frozenset[str]] = field(default_factory=dict)  # group -> users
     of_user: dict[str, frozenset[str]] = field(default_factory=dict)  # user -> groups
 
@@ -56,31 +56,12 @@ class GroupsFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fspath = os.fspath(path)
-        self._lock = threading.Lock()
-        self._snapshot = GroupsSnapshot(stamp=None)
-        self._loaded = False
-        self._checked = 0.0
+        self._watched = WatchedFile(path, self._read)
 
     def snapshot(self) -> GroupsSnapshot:
-        now = time.monotonic()
-        if self._loaded and now - self._checked < STAT_SECONDS:
-            return self._snapshot
-        try:
-            st = os.stat(self._fspath)
-            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            stamp = None
-        self._checked = now
-        if self._loaded and stamp == self._snapshot.stamp:
-            return self._snapshot
-        with self._lock:
-            if not self._loaded or stamp != self._snapshot.stamp:
-                self._snapshot = self._read(stamp)
-                self._loaded = True
-            return self._snapshot
+        return self._watched.get(STAT_SECONDS)
 
-    def _read(self, stamp: tuple[int, int, int] | None) -> GroupsSnapshot:
+    def _read(self, stamp: Stamp | None) -> GroupsSnapshot:
         try:
             text = self.path.read_bytes().decode("utf-8", errors="replace")
         except OSError as exc:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 import threading
 import time
@@ -21,6 +20,7 @@ import bcrypt
 from django.conf import settings
 
 from regsite.files import replace_file
+from regsite.watched import Stamp, WatchedFile
 
 log = logging.getLogger(__name__)
 
@@ -45,26 +45,12 @@ class HtpasswdFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fspath = os.fspath(path)  # stat'ed on every authenticated request
-        self._lock = threading.Lock()
-        self._snapshot = Snapshot(stamp=None)
-        self._loaded = False
+        self._watched = WatchedFile(path, self._read)
 
     def snapshot(self) -> Snapshot:
-        try:
-            st = os.stat(self._fspath)
-            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            stamp = None
-        if self._loaded and stamp == self._snapshot.stamp:
-            return self._snapshot
-        with self._lock:
-            if not self._loaded or stamp != self._snapshot.stamp:
-                self._snapshot = self._read(stamp)
-                self._loaded = True
-            return self._snapshot
+        return self._watched.get()
 
-    def _read(self, stamp: tuple[int, int, int] | None) -> Snapshot:
+    def _read(self, stamp: Stamp | None) -> Snapshot:
         try:
             text = self.path.read_bytes().decode("utf-8", errors="replace")
         except OSError as exc:
