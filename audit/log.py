@@ -16,12 +16,11 @@ from __future__ import annotations
 import logging
 import random
 import time
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Iterator
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -59,14 +58,13 @@ _request: ContextVar[HttpRequest | None] = ContextVar("audit_request", default=N
 _next_prune = time.monotonic() + random.uniform(0, 60)
 
 
-@contextmanager
-def bound(request: HttpRequest) -> Iterator[None]:
-    """Events written inside are the request's."""
-    token = _request.set(request)
-    try:
-        yield
-    finally:
-        _request.reset(token)
+def bind(request: HttpRequest) -> object:
+    """Events written until ``unbind`` (with what this returns) are the request's."""
+    return _request.set(request)
+
+
+def unbind(token: object) -> None:
+    _request.reset(token)  # type: ignore[arg-type]
 
 
 def claim(request: HttpRequest, name: str, kind: Kind = Kind.USER, token: str = "") -> None:

@@ -13,10 +13,10 @@ from typing import Any, Callable
 
 from django.http import HttpRequest, HttpResponseBase
 
-from audit.log import Outcome, bound, record
+from audit.log import Outcome, bind, record, unbind
 from registry import queries, routes
 from registry.digests import is_digest_like
-from tokens.access import Action, action_for
+from tokens.access import SAFE_METHODS, Action, action_for
 from tokens.principal import Outcome as AuthOutcome
 
 SIGN_IN_VIEWS = frozenset({routes.BASE, "auth-token", "ui:sign-in"})
@@ -36,6 +36,11 @@ def _name_and_reference(request: HttpRequest) -> tuple[str, str, str]:
     return name, "" if is_digest_like(reference) else reference, digest
 
 
+def _signs_in(request: HttpRequest) -> bool:
+    match = request.resolver_match
+    return match is not None and match.view_name in SIGN_IN_VIEWS and getattr(request, "auth_attempt", None) is not None
+
+
 def _message(response: HttpResponseBase) -> str:
     try:
         return str(json.loads(response.content)["errors"][0]["message"])  # type: ignore[attr-defined]
@@ -48,9 +53,14 @@ class AuditMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        with bound(request):
+        token = bind(request)
+        try:
             response = self.get_response(request)
-            self._record(request, response)
+            # A successful read is no event, unless it signed someone in: most requests stop here.
+            if response.status_code >= 300 or request.method not in SAFE_METHODS or _signs_in(request):
+                self._record(request, response)
+        finally:
+            unbind(token)
         return response
 
     def process_view(self, request: HttpRequest, view_func: Callable[..., Any], view_args: tuple[Any, ...],

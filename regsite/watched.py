@@ -27,19 +27,18 @@ class WatchedFile(Generic[T]):
         self._value: T | None = None
         self._looked = 0.0
 
-    def _stat(self) -> Stamp | None:
-        try:
-            st = os.stat(self._fspath)
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
-
     def get(self, every: float = 0.0) -> T:
         value = self._value
-        if every and value is not None and time.monotonic() - self._looked < every:
-            return value
-        stamp = self._stat()
-        self._looked = time.monotonic()
+        if every:
+            now = time.monotonic()
+            if value is not None and now - self._looked < every:
+                return value
+            self._looked = now
+        try:
+            st = os.stat(self._fspath)
+            stamp: Stamp | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
         if value is not None and stamp == self._stamp:
             return value
         with self._lock:

@@ -23,11 +23,12 @@ compiled once per configuration and their match for a repository is kept by the 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from registry.visibility import EVERYTHING, NOTHING, Ladder, Part, Visible, any_of
 from tokens import groups as group_sources
@@ -38,8 +39,7 @@ from tokens.rules import NO_ROLE, AccessRules, Governing, Glob, build
 DEFAULT_ROLE_WHERE = "[auth] default_role"
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):  # every request makes one: a tuple is the cheapest record to build
     allowed: bool
     role: Role | None  # the principal's role on the repository (None: no access)
     where: str | None  # what governs it: a rule's glob, or [auth] default_role; None when nothing does
@@ -48,20 +48,26 @@ class Decision:
 
 # -- the rules of the running configuration ---------------------------------------------------------
 
-_compiled: tuple[tuple[Any, ...], AccessRules] | None = None
+_compiled: AccessRules | None = None
+RULE_SETTINGS = frozenset({"ACCESS_RULES", "AUTH_DEFAULT_ROLE", "AUTH_ADMINS"})
 
 
 def rules() -> AccessRules:
-    """The rules of the current settings, compiled once per configuration (the start-up check ran
-    the same build, so it cannot fail here)."""
+    """The rules of the current settings, compiled once (the start-up check ran the same build, so
+    it cannot fail here); compiled again when a test changes the settings (setting_changed)."""
     global _compiled
-    key = (settings.ACCESS_RULES, settings.AUTH_DEFAULT_ROLE, settings.AUTH_ADMINS)
-    cached = _compiled
-    if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
-        return cached[1]
-    compiled = build(settings.ACCESS_RULES, settings.AUTH_DEFAULT_ROLE or NO_ROLE, settings.AUTH_ADMINS)
-    _compiled = (key, compiled)
+    compiled = _compiled
+    if compiled is None:
+        compiled = _compiled = build(settings.ACCESS_RULES, settings.AUTH_DEFAULT_ROLE or NO_ROLE,
+                                     settings.AUTH_ADMINS)
     return compiled
+
+
+@receiver(setting_changed)
+def _forget_rules(setting: str, **kwargs: Any) -> None:
+    global _compiled
+    if setting in RULE_SETTINGS:
+        _compiled = None
 
 
 @lru_cache(maxsize=1024)
@@ -128,6 +134,10 @@ def role_on(principal: Principal, repository: str) -> tuple[Role | None, str | N
     """The principal's role on the repository, and what governs it."""
     if not settings.AUTH_ENABLED:
         return Role.ADMIN, None
+    return _role_on(principal, repository)
+
+
+def _role_on(principal: Principal, repository: str) -> tuple[Role | None, str | None]:
     kind = principal.kind
     if kind is not Kind.ANONYMOUS:
         known = principal.memo.get(("role", repository))
@@ -144,7 +154,8 @@ def role_on(principal: Principal, repository: str) -> tuple[Role | None, str | N
         role, where = _user_role(compiled, principal, governing)
         if kind is Kind.TOKEN:
             role = _lower(role, principal.role) if within(principal.repositories, repository) else None
-    found = (higher(role, governing.anonymous), where)
+    anonymous = governing.anonymous
+    found = (role if anonymous is None else higher(role, anonymous), where)
     principal.memo[("role", repository)] = found
     return found
 
@@ -181,7 +192,7 @@ def decide(principal: Principal, repository: str | None, action: Action) -> Deci
             return Decision(ok, Role.READ if ok else None, None)
         ok = role_allows(principal.role, action)
         return Decision(ok, principal.role, None, "" if ok else refusal(principal, principal.role, None, action))
-    role, where = role_on(principal, repository)
+    role, where = _role_on(principal, repository)
     if role_allows(role, action):
         return Decision(True, role, where)
     return Decision(False, role, where, refusal(principal, role, where, action, repository))

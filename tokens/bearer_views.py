@@ -81,10 +81,9 @@ def _password_identity(request: AuthenticatedHttpRequest, username: str, passwor
 
 
 def _api_token_identity(request: AuthenticatedHttpRequest, token: str, mechanism: Mechanism) -> bearer.Identity:
-    audit.claim(request, "", audit.Kind.TOKEN,
-                services.token_digest(token)[:16] if services.TOKEN_SHAPE.match(token) else "")
     identity = bearer.token_identity(token, mechanism)
     if identity is None:
+        audit.claim(request, "", audit.Kind.TOKEN, services.claimed_prefix(token))
         raise _refused(request, mechanism, "unknown, expired or revoked token")
     request.auth_attempt = AuthAttempt(mechanism, Outcome.SUCCESS)
     return identity

@@ -13,12 +13,13 @@ request, and never where a group came from.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from regsite.watched import Stamp, WatchedFile
 
@@ -82,20 +83,21 @@ class GroupsFile:
         return self.snapshot().of_user.get(user, NONE)
 
 
-_files: dict[str, GroupsFile] = {}
-_files_lock = threading.Lock()
+_current: list[GroupsFile | None] = []  # the configured file's watcher, once looked up
 _registered: list[GroupSource] = []
 
 
 def groups_file() -> GroupsFile | None:
-    configured = str(settings.AUTH_GROUPS_FILE or "")
-    if not configured:
-        return None
-    found = _files.get(configured)
-    if found is None:
-        with _files_lock:
-            found = _files.setdefault(configured, GroupsFile(Path(configured)))
-    return found
+    if not _current:  # every request with credentials asks: the setting is read once
+        configured = str(settings.AUTH_GROUPS_FILE or "")
+        _current[:] = [GroupsFile(Path(configured)) if configured else None]
+    return _current[0]
+
+
+@receiver(setting_changed)
+def _forget_file(setting: str, **kwargs: object) -> None:
+    if setting == "AUTH_GROUPS_FILE":
+        _current.clear()
 
 
 def register(source: GroupSource) -> None:
@@ -112,7 +114,7 @@ def unregister(source: GroupSource) -> None:
 def groups_of(user: str) -> frozenset[str]:
     """Every group any source puts the user in."""
     found = groups_file()
-    groups = found.groups_of(user) if found is not None else NONE
+    groups = found.snapshot().of_user.get(user, NONE) if found is not None else NONE
     for source in _registered:
         more = source(user)
         if more:

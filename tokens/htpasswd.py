@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import bcrypt
 from django.conf import settings
@@ -45,10 +46,8 @@ class HtpasswdFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._watched = WatchedFile(path, self._read)
-
-    def snapshot(self) -> Snapshot:
-        return self._watched.get()
+        # Every authenticated request asks, some twice (a token's owner too): no frame of our own.
+        self.snapshot: Callable[[], Snapshot] = WatchedFile(path, self._read).get
 
     def _read(self, stamp: Stamp | None) -> Snapshot:
         try:

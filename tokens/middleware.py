@@ -51,10 +51,9 @@ class BadCredentials(Exception):
 
 
 def _token_principal(request: AuthenticatedHttpRequest, token: str, mechanism: Mechanism) -> Principal:
-    audit.claim(request, "", audit.Kind.TOKEN, services.token_digest(token)[:16] if services.TOKEN_SHAPE.match(token)
-                else "")
     record = services.authenticate_token(token)
     if record is None:
+        audit.claim(request, "", audit.Kind.TOKEN, services.claimed_prefix(token))
         raise BadCredentials(mechanism, "unknown, expired or revoked token")
     return services.token_principal(record, mechanism)
 
@@ -163,13 +162,12 @@ class AuthenticationMiddleware:
     def __call__(self, request: AuthenticatedHttpRequest) -> HttpResponse:
         request.auth_attempt = None
         request.principal = ANONYMOUS if settings.AUTH_ENABLED else OPEN
-        request.refusal = None
+        request.refusal = request.hidden = None
         try:
             response = self.get_response(request)
         finally:
-            hidden = getattr(request, "hidden", None)
-            if hidden is not None:
-                visibility.unhide(hidden)
+            if request.hidden is not None:
+                visibility.unhide(request.hidden)
         if not settings.AUTH_ENABLED:
             return response
         match = request.resolver_match

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest
@@ -75,7 +76,7 @@ class Principal:
             return None
         return self.hash_prefix if self.is_token else self.name
 
-    @property
+    @cached_property  # asked several times for each decision; a principal lives for one request
     def kind(self) -> Kind:
         if not self.is_authenticated:
             return Kind.ANONYMOUS

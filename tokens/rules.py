@@ -96,15 +96,20 @@ class Governing:
 
     glob: str | None
     entries: tuple[AccessEntry, ...] = ()
+    anonymous: Role | None = field(init=False, compare=False)  # the highest ``anonymous`` of the entries
+
+    def __post_init__(self) -> None:
+        roles = [entry.anonymous for entry in self.entries if entry.anonymous is not None]
+        object.__setattr__(self, "anonymous", max(roles, key=lambda role: role.rank) if roles else None)
 
     def role_of(self, user: str, groups: frozenset[str]) -> Role | None:
-        roles = [entry.role for entry in self.entries if entry.role is not None and entry.names(user, groups)]
-        return max(roles, key=lambda role: role.rank) if roles else None
-
-    @property
-    def anonymous(self) -> Role | None:
-        roles = [entry.anonymous for entry in self.entries if entry.anonymous is not None]
-        return max(roles, key=lambda role: role.rank) if roles else None
+        best: Role | None = None
+        for entry in self.entries:  # asked on every request: a loop, no key function
+            role = entry.role
+            if role is not None and (best is None or role.rank > best.rank) and (
+                    user in entry.users or not entry.groups.isdisjoint(groups)):
+                best = role
+        return best
 
 
 NOTHING = Governing(None)

@@ -189,6 +189,11 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", errors="surrogateescape")).hexdigest()
 
 
+def claimed_prefix(token: str) -> str:
+    """How the audit log names a token that was refused: its hash prefix, if it has a token's shape."""
+    return token_digest(token)[:HASH_PREFIX_LENGTH] if TOKEN_SHAPE.match(token) else ""
+
+
 def validate_owner(owner: Any) -> str:
     if not isinstance(owner, str):
         raise InvalidTokenRequest("username", "username must be a string")
