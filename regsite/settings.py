@@ -167,4 +167,6 @@ LOG_LEVEL = SVC["server"]["log_level"].upper()
 LOGGING = logs.config(LOG_LEVEL, {
     "django.request": {"level": "ERROR"},
     "ops.requests": {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": False},
+    # The audit log's lines are written whatever [server] log_level says (audit.log).
+    "audit": {"level": "INFO"},
 })

@@ -54,3 +54,22 @@ def test_an_undefined_group_is_a_warning_and_the_server_starts(start_registry: C
     assert warnings == [f'[[access]] #3 "team-b/*" groups: group \'team-b\' is not defined in {workdir / "groups"}: '
                         "nobody is in it"]
     assert http_get(partial, "/v2/_catalog", "alice")[0] == 200
+
+
+def test_audit_lines_are_written_whatever_the_log_level(start_registry: Callable[..., RegistryServer],
+                                                         tmp_path: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    from tests.support.auth import basic
+
+    server = team_server(start_registry, tmp_path, SVC_SERVER_LOG_LEVEL="warning")
+    request = urllib.request.Request(f"{server.url}/v2/team-b/app/blobs/uploads/", method="POST", data=b"",
+                                     headers={"Authorization": basic("dave", "diving")})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 403
+    lines = server.log_entries("audit")
+    assert [line["message"] for line in lines] == ["audit: dave push team-b/app denied"]
+    assert lines[0]["audit"]["detail"] == "dave has role none on team-b/*; push needs write"
+    assert server.log_entries("ops.requests") == []  # the request log follows log_level
