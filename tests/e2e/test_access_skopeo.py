@@ -136,6 +136,19 @@ def test_a_limited_token_and_a_group_change_within_one_reload(server: RegistrySe
     cut = team.push(token, "team-a/app:v2", check=False)
     assert cut.returncode != 0 and "has role none on team-a/*; push needs write" in cut.stderr
 
+    prefix = done.stderr.split("hash_prefix ")[1].split(",")[0]
+    steps = audit_steps(server)
+    assert steps[0] == ("manage.py", "token.create", prefix, "success")
+    assert in_order([
+        ("alice", "push", "team-a/app", "success"),
+        ("alice", "push", "team-a/other", "denied"),
+        ("alice", "push", "team-b/app", "denied"),
+        ("alice", "pull", "team-a/app", "denied"),  # the reads that found it cut
+        ("alice", "push", "team-a/app", "denied"),
+    ], [step for step in steps if step[1] in ("push", "pull", "blob.push")])
+    tokens_events = [e for e in json.loads(server.manage("audit", "--json", "--actor", prefix).stdout)["events"]]
+    assert {e["token"] for e in tokens_events} == {prefix} and {e["actor"] for e in tokens_events} == {"alice"}
+
 
 def test_the_audit_page_shows_the_steps_to_an_admin(server: RegistryServer, skopeo: Skopeo, tmp_path: Path) -> None:
     team = Team(server, skopeo, build_image(tmp_path / "src", layers=1).layout)
