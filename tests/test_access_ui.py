@@ -144,3 +144,22 @@ def test_the_audit_page_lists_events_newest_first_with_filters(seeded) -> None:
     assert actions[0] == "sign-in" and actions[1] == "push" and "blob.push" in actions  # newest first
     assert erin.get("/ui/audit/?actor=nobody").content.decode().count("No events match these filters") == 1
     assert "is not a time" in erin.get("/ui/audit/?since=yesterday-ish").content.decode()
+
+
+def test_with_auth_off_the_access_page_says_everyone_may_do_everything(settings, auth_paths) -> None:
+    client = Client()
+    assert client.post("/ui/sign-in", {"username": "alice", "password": "wonderland"}).status_code == 302
+    page = client.get("/ui/access/").content.decode()
+    assert "Authentication is off: everyone may pull, push and delete everywhere." in page
+    assert "Who may use a repository" in page  # anyone is an admin with auth off
+
+
+def test_the_notifications_page_is_for_admins_once_rules_exist(seeded, settings) -> None:
+    settings.NOTIFICATIONS = [{"name": "ci", "url": "https://ci.example/hook", "events": ["push"],
+                               "repositories": "**", "headers": {}, "secret": "", "timeout_seconds": 5,
+                               "max_age_hours": 72}]
+    assert signed_in("alice").get("/ui/notifications/").status_code == 403
+    assert "Notifications" not in signed_in("alice").get("/ui/").content.decode()
+    erin = signed_in("erin")
+    assert erin.get("/ui/notifications/").status_code == 200
+    assert 'href="/ui/notifications/"' in erin.get("/ui/").content.decode()
