@@ -84,9 +84,14 @@ class Principal:
             return Kind.TOKEN
         return Kind.ROBOT if self.name.startswith(ROBOT_PREFIX) else Kind.USER
 
-    def may(self, action: Action) -> bool:
-        """What the credential's own role allows, wherever (tokens.authz decides per repository)."""
-        return role_allows(self.role, action)
+    def may(self, action: Action, repository: str | None = None) -> bool:
+        """Whether this caller may do ``action``: on ``repository`` as the access decision says
+        (tokens.authz), else as the credential's own role allows."""
+        if repository is None:
+            return role_allows(self.role, action)
+        from tokens import authz  # the decision reads principals: imported when first asked
+
+        return authz.allows(self, repository, action)
 
 
 # With authentication off every caller may do everything; with it on, an anonymous caller may

@@ -9,7 +9,6 @@ from registry.services import blobs, uploads
 from registry.services.exceptions import DigestInvalid, UploadOutOfOrder
 from registry.views.base import empty, registry_view
 from regsite.forwarded import client_address
-from tokens import authz
 from tokens.access import Action
 from tokens.principal import AuthenticatedHttpRequest
 
@@ -38,8 +37,7 @@ def upload_start(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
         # Only from a repository the caller may pull (tokens.authz); else a plain upload starts, as
         # for a blob the source does not hold, which tells nothing about the source.
         principal = request.principal
-        mounted = blobs.mount(name, mount, request.GET.get("from"),
-                              may_read=lambda source: authz.allows(principal, source, Action.PULL))
+        mounted = blobs.mount(name, mount, request.GET.get("from"), lambda source: principal.may(Action.PULL, source))
         if mounted is not None:
             return _created(name, mounted)
     digest = request.GET.get("digest")
