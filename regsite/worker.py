@@ -51,7 +51,7 @@ LINGER_BYTES = 64 * 1024
 SEND_CHUNK = 4 * 1024 * 1024
 _MANIFEST_PUT = re.compile(rb"^PUT /v2/\S+/manifests/[^/\s?]+(?:\?\S*)? HTTP/1\.[01]$")
 _UPLOAD = re.compile(rb"^(?:PATCH|PUT|POST) /v2/\S+/blobs/uploads/")
-_FORM_POST = re.compile(rb"^POST /(?:api/tokens(?:/list|/revoke)?|api/robots(?:/[a-z]+)?|ui/\S*) HTTP/1\.[01]$")
+_FORM_POST = re.compile(rb"^POST /(?:api/tokens(?:/list|/revoke)?|ui/\S*) HTTP/1\.[01]$")
 
 READING, TRANSFER, LINGERING = "reading", "transfer", "lingering"
 TLS_HANDSHAKE = b"\x16"
