@@ -88,15 +88,23 @@ def _actor(request: HttpRequest | None) -> tuple[str, Kind, str]:
     return "", Kind.ANONYMOUS, ""
 
 
+def _text(value: str, most: int) -> str:
+    """What a client sent, as every database and terminal takes it: a NUL or a lone surrogate (a
+    claimed username may hold one) written out."""
+    if value.isprintable() or all(" " <= c < "\ud800" or c > "\udfff" for c in value):
+        return value[:most]
+    return value.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")[:most]
+
+
 def record(action: str, *, repository: str = "", reference: str = "", digest: str = "",
            outcome: Outcome = Outcome.SUCCESS, detail: str = "", at: datetime | None = None) -> None:
     request = _request.get()
     actor, kind, token = _actor(request)
     row = queries.EventRow(
-        at=at or timezone.now(), actor=actor, actor_kind=kind.value, token=token,
+        at=at or timezone.now(), actor=_text(actor, 255), actor_kind=kind.value, token=token,
         address=client_address(request) if request is not None and request.META.get("REMOTE_ADDR") else "",
-        action=action, repository=repository[:255], reference=reference[:255], digest=digest[:150],
-        outcome=outcome.value, detail=detail[:MAX_DETAIL],
+        action=action, repository=_text(repository, 255), reference=_text(reference, 255), digest=_text(digest, 150),
+        outcome=outcome.value, detail=_text(detail, MAX_DETAIL),
         request_id=(getattr(request, "request_id", "") or "")[:128] if request is not None else "")
     _log_line(row)
     try:

@@ -163,3 +163,21 @@ def test_the_notifications_page_is_for_admins_once_rules_exist(seeded, settings)
     erin = signed_in("erin")
     assert erin.get("/ui/notifications/").status_code == 200
     assert 'href="/ui/notifications/"' in erin.get("/ui/").content.decode()
+
+
+def test_audit_filters_that_are_not_text_are_refused_not_a_500(seeded) -> None:
+    page = signed_in("erin").get("/ui/audit/?actor=al%00ice&repository=%ED%A0%80")
+    assert page.status_code == 200 and "Filters are printable text." in page.content.decode()
+
+
+def test_the_audit_page_pages_to_older_events(seeded) -> None:
+    from audit import log
+
+    for n in range(60):
+        log.record("push", repository=f"paged/{n}")
+    erin = signed_in("erin")
+    first = erin.get("/ui/audit/?action=push&repository=").content.decode()
+    older = re.search(r'href="/ui/audit/\?([^"]+)">Older', first).group(1).replace("&amp;", "&")
+    assert "paged/59" in first and "paged/0<" not in first
+    second = erin.get(f"/ui/audit/?{older}").content.decode()
+    assert "paged/0<" in second and "paged/59" not in second

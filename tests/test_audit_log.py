@@ -162,3 +162,10 @@ def test_a_command_is_the_actor_outside_requests(teams) -> None:
     call_command("createrobot", "ci", "--repository", "team-a/*", stdout=io.StringIO(), stderr=io.StringIO())
     assert [(e["actor"], e["actor_kind"], e["action"]) for e in audit_json()] == [
         ("manage.py", "system", "token.create"), ("manage.py", "system", "robot.create")]
+
+
+def test_text_no_database_takes_is_written_out(teams) -> None:
+    # A claimed username or a detail may hold a NUL or a lone surrogate (PostgreSQL takes neither).
+    audit.record("sign-in", repository="al\x00ice", detail="bad \udc80 text", outcome=audit.Outcome.FAILED)
+    [event] = audit_json()
+    assert (event["repository"], event["detail"]) == ("al\\x00ice", "bad \\udc80 text")

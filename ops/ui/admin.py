@@ -81,30 +81,32 @@ def robot_action(request: UiRequest) -> HttpResponse:
     return HttpResponseRedirect(target)
 
 
+AUDIT_FILTERS = ("actor", "repository", "action", "outcome", "since", "before")
+
+
 @ui_view("GET", admin=True)
 def audit_log(request: UiRequest) -> HttpResponse:
-    query = request.GET
+    query = {key: request.GET.get(key, "").strip()[:255] for key in AUDIT_FILTERS}
     error = ""
+    if not all(value.isprintable() for value in query.values()):  # no database takes a NUL
+        error, query = "Filters are printable text.", dict.fromkeys(AUDIT_FILTERS, "")
     since = None
-    if query.get("since"):
+    if query["since"]:
         try:
             since = moment(query["since"])
         except Exception as exc:  # CommandError's message says what is wrong
             error = str(exc)
-    outcome = query.get("outcome", "")
+    outcome = query["outcome"]
     filters = queries.Filters(
-        since=since, actor=query.get("actor", "").strip()[:255], repository=query.get("repository", "").strip()[:255],
-        action=query.get("action", "").strip()[:32], outcome=outcome if outcome in list(log.Outcome) else "")
-    try:
-        before = max(int(query.get("before", "0")), 0)
-    except ValueError:
-        before = 0
+        since=since, actor=query["actor"], repository=query["repository"], action=query["action"][:32],
+        outcome=outcome if outcome in list(log.Outcome) else "")
+    before = int(query["before"]) if query["before"].isdigit() else 0
     rows = queries.newest(filters, before_id=before, limit=AUDIT_PAGE + 1)
     more = len(rows) > AUDIT_PAGE
     rows = rows[:AUDIT_PAGE]
-    older = urlencode({**{k: v for k, v in query.items() if k != "before"}, "before": rows[-1].id}) \
+    older = urlencode({**{k: v for k, v in query.items() if v and k != "before"}, "before": rows[-1].id}) \
         if more and rows else ""
     return page(request, "audit.html", {
-        "nav": "audit", "events": rows, "filters": filters, "since": query.get("since", ""), "error": error,
+        "nav": "audit", "events": rows, "filters": filters, "since": query["since"], "error": error,
         "outcomes": [o.value for o in log.Outcome], "older": older, "paged": bool(before),
     })
