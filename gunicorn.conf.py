@@ -117,6 +117,12 @@ def when_ready(server: object) -> None:
         server.log.warning(  # type: ignore[attr-defined]
             "authentication is off and the registry listens on %s: anyone who can reach it may push "
             "and delete images (set [auth] enabled = true, or bind to 127.0.0.1)", _server["bind"])
+    # Groups that [[access]] rules name and no source defines grant no one: a mistake to point out,
+    # not to refuse (the groups file is re-read while the server runs, and may gain them).
+    from regsite.access_config import undefined_groups
+
+    for line in undefined_groups(_svc):
+        server.log.warning("%s", line)  # type: ignore[attr-defined]
 
 
 def child_exit(server: object, worker: object) -> None:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import notify, proxy, report
+from bench import access, notify, proxy, report
 from bench.profile import Recorder, summarise
 from bench.servers import (
     BENCH_PASSWORD,
@@ -46,8 +46,9 @@ def _interrupt(signum: int, _frame: Any) -> None:
 class Servers:
     """The servers of this run, started together (in threads) and all stopped by ``stop``."""
 
-    def __init__(self, scratch: Path, upstream_rate: int = 0) -> None:
+    def __init__(self, scratch: Path, upstream_rate: int = 0, access_rules: bool = False) -> None:
         self.scratch = scratch
+        self.access_rules = access_rules
         self.upstream_rate = upstream_rate
         self.relay: proxy.PacedRelay | None = None
         self.started: list[Any] = []
@@ -73,7 +74,9 @@ class Servers:
         servers = {
             "ours": Ours(self.scratch / "ours") if anon else None,
             "reference": Reference(self.scratch / "reference") if anon else None,
-            "ours-auth": Ours(self.scratch / "ours-auth", auth=True) if auth else None,
+            "ours-auth": Ours(self.scratch / "ours-auth", auth=True,
+                              config=access.configure(self.scratch / "ours-auth", BENCH_USER)
+                              if self.access_rules else "") if auth else None,
             "reference-auth": Reference(self.scratch / "reference-auth", auth=True) if "basic" in pairs else None,
             "ours-s3": Ours(self.scratch / "ours-s3", s3=bucket) if bucket else None,
             "reference-s3": Reference(self.scratch / "reference-s3", s3=bucket) if bucket else None,
@@ -208,6 +211,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="list the workloads and exit")
     parser.add_argument("--profile", action="store_true",
                         help="record our workers with py-spy into bench/out/profiles/ (skews our figures)")
+    parser.add_argument("--access-rules", action="store_true",
+                        help=f"the auth workloads' server with {access.RULES} [[access]] rules and {access.GROUPS} "
+                             "groups (bench/access.py)")
     return parser.parse_args(argv)
 
 
@@ -228,7 +234,7 @@ def main(argv: list[str]) -> int:
     ensure_reference_installed()
     signal.signal(signal.SIGTERM, _interrupt)
     scratch = Path(tempfile.mkdtemp(prefix="registry-bench-"))
-    servers = Servers(scratch, sizes.proxy_upstream_rate)
+    servers = Servers(scratch, sizes.proxy_upstream_rate, args.access_rules)
     rows: list[report.Row] = []
     cpu_rows: list[report.Row] = []
     started = time.monotonic()

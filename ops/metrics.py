@@ -51,7 +51,7 @@ UPLOAD_SESSIONS = Counter(
 )
 AUTH_ATTEMPTS = Counter(
     "registry_auth_attempts",
-    "Requests that presented credentials, by mechanism (basic, token, bearer, signed, password, other) "
+    "Requests that presented credentials, by mechanism (basic, robot, token, bearer, signed, password, other) "
     "and outcome.",
     ["mechanism", "outcome"],
 )

@@ -130,15 +130,23 @@ def storage_low() -> str | None:
 INFORMATIONAL = frozenset({"storage_low"})
 
 
-def htpasswd() -> str | None:
-    path = Path(settings.AUTH_HTPASSWD_FILE)
+def _unreadable(path: Path, what: str) -> str | None:
     try:
         with path.open("rb") as fh:
             fh.read(1)
     except OSError as exc:
-        log.warning("readiness: htpasswd file %s is not readable: %s", path, exc.strerror or exc)
-        return "htpasswd file is not readable"
+        log.warning("readiness: %s %s is not readable: %s", what, path, exc.strerror or exc)
+        return f"{what} is not readable"
     return None
+
+
+def htpasswd() -> str | None:
+    return _unreadable(Path(settings.AUTH_HTPASSWD_FILE), "htpasswd file")
+
+
+def groups_file() -> str | None:
+    # Unreadable, it puts nobody in any group: access through groups is gone until it is fixed.
+    return _unreadable(Path(settings.AUTH_GROUPS_FILE), "groups file")
 
 
 def token_storage() -> str | None:
@@ -164,6 +172,8 @@ def checks() -> dict[str, Check]:
         selected["storage_low"] = storage_low
     if settings.AUTH_ENABLED:
         selected["htpasswd"] = htpasswd
+        if settings.AUTH_GROUPS_FILE:
+            selected["groups"] = groups_file
         if settings.AUTH_TOKEN_BACKEND == "files":
             selected["tokens"] = token_storage
     return selected

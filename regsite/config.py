@@ -82,6 +82,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_tokens_per_user": 100,
         "login_failures": 10,
         "login_backoff_max": 3600,
+        # Access control (regsite.access_config, tokens.authz): with these defaults and no [[access]]
+        # entry, every htpasswd user is an admin of every repository, as before they existed.
+        "default_role": "admin",
+        "groups_file": "",
+        "admins": [],
+    },
+    "audit": {
+        "retention_days": 90,
     },
     "gc": {
         "interval_hours": 0,
@@ -112,6 +120,7 @@ POSITIVE_INTS = {
     ("auth", "max_tokens_per_user"),
     ("auth", "login_failures"),
     ("auth", "login_backoff_max"),
+    ("audit", "retention_days"),
 }
 LOG_LEVELS = {"debug", "info", "warning", "error", "critical"}
 CHOICES = {
@@ -131,7 +140,7 @@ PATHS_NOTE = (f"It reads the server's configuration (config.toml in {BASE_DIR} o
               "variables) and resolves relative paths in it against that directory, as the server "
               "does, wherever it is run from.")
 PATH_KEYS = (("server", "secret_key_file"), ("storage", "root"), ("auth", "htpasswd_file"),
-             ("auth", "token_storage"), ("server", "tls_cert"), ("server", "tls_key"))
+             ("auth", "token_storage"), ("auth", "groups_file"), ("server", "tls_cert"), ("server", "tls_key"))
 
 
 class ConfigError(Exception):
@@ -161,11 +170,17 @@ CROSS_CHECKS: list[Callable[[dict[str, Any]], None]] = []
 _LABEL_KEYS = ("name", "prefix", "repositories")
 
 
+def _label(value: Any) -> str:
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return ", ".join(value[:3]) + (", ..." if len(value) > 3 else "")  # [[access]]'s globs
+    return value if isinstance(value, str) else ""
+
+
 def entry_name(table: str, index: int, entry: Mapping[str, Any], label: str = "") -> str:
     """How errors name an entry: ``[[proxy]] #2 "hub"``: counted from 1, with its name, prefix or
     repositories when it has one."""
-    label = label or next((key for key in _LABEL_KEYS if isinstance(entry.get(key), str) and entry[key]), "")
-    shown = f' "{entry[label]}"' if label and entry.get(label) else ""
+    label = label or next((key for key in _LABEL_KEYS if _label(entry.get(key))), "")
+    shown = f' "{_label(entry[label])}"' if label and _label(entry.get(label)) else ""
     return f"[[{table}]] #{index + 1}{shown}"
 
 
@@ -265,19 +280,26 @@ def _entries(table: str, raw: Any, path: Path) -> list[dict[str, Any]]:
         raise ConfigError(f"[[{table}]]: expected an array of tables ([[{table}]]) in {path}")
     schema = LISTS[table]
     entries = []
+    mistakes: list[str] = []  # every one of the table's, one line each
     for index, given in enumerate(raw):
         where = entry_name(table, index, given)
         entry: dict[str, Any] = {}
         for key, value in given.items():
-            if key not in schema:
-                raise ConfigError(f"{where} {key}: unknown key in {path}")
-            entry[key] = _coerce_secretly(table, f"{where} {key}", key, schema[key], value, False)
+            try:
+                if key not in schema:
+                    raise ConfigError(f"{where} {key}: unknown key in {path}")
+                entry[key] = _coerce_secretly(table, f"{where} {key}", key, schema[key], value, False)
+            except ConfigError as exc:
+                mistakes.append(str(exc))
         for key, default in schema.items():
-            if key not in entry:
+            if key not in entry and key not in given:
                 if isinstance(default, Required):
-                    raise ConfigError(f"{where} {key}: required")
+                    mistakes.append(f"{where} {key}: required")
+                    continue
                 entry[key] = default.copy() if isinstance(default, (list, dict)) else default
         entries.append(entry)
+    if mistakes:
+        raise ConfigError("\n".join(mistakes))
     return entries
 
 
@@ -576,7 +598,7 @@ def resolve_paths(cfg: dict[str, Any], base: Path | None = None) -> dict[str, An
     """The configuration with its relative paths made absolute against the project directory."""
     root = base or BASE_DIR
     for table, key in PATH_KEYS:
-        if cfg[table][key]:  # empty: not set (tls_cert)
+        if cfg[table][key]:  # an optional file left empty stays unset
             cfg[table][key] = str(root / cfg[table][key])  # an absolute path stays as it is
     url = cfg["database"]["url"]
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
@@ -606,7 +628,9 @@ def load_or_exit(
         if db["ENGINE"].endswith("sqlite3"):
             ensure_writable_dir("[database] url", Path(db["NAME"]).resolve().parent)
     except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        # One line per mistake: a table's check names every mistake it finds, not just the first.
+        for line in str(exc).splitlines():
+            print(f"configuration error: {line}", file=sys.stderr)
         raise SystemExit(2) from None
     return cfg
 
@@ -614,8 +638,9 @@ def load_or_exit(
 def _register_tables() -> None:
     # Features declare their tables in their own modules, which need the names above.
     from notifications import endpoints
-    from regsite import policy_config, proxy_config
+    from regsite import access_config, policy_config, proxy_config
 
+    access_config.register(LISTS, CROSS_CHECKS)
     proxy_config.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
     policy_config.register(LISTS, LIST_VALIDATORS, CROSS_CHECKS)
     endpoints.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)

@@ -19,10 +19,11 @@ from registry.digests import is_digest_like
 from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Tag
 from registry.policies.immutable import immutable_tags
-from registry.queries import byte_order
+from registry.queries import byte_order, visible_names
 from registry.services.common import check_tag, get_repository, parse_digest
 from registry.services.exceptions import ManifestUnknown
 from registry.services.referrers import referrer_rows
+from registry.visibility import EVERYTHING, Visible
 
 PAGE_SIZE = 50
 RECENT_TAGS = 10
@@ -125,18 +126,28 @@ def artifact_type(stored: str) -> str:
     return "" if stored in IMAGE_CONFIG_TYPES else stored
 
 
-def overview() -> Overview:
-    blobs = shared.blob_totals()
+def overview(visible: Visible = EVERYTHING) -> Overview:
+    """Totals and the latest pushes, of the repositories ``visible`` holds (those the viewer may read)."""
+    within = visible_names(visible, "repository__name")
+    tags = Tag.objects.all() if within is None else Tag.objects.filter(within)
     recent = (
-        Tag.objects.order_by("-updated_at", "-id")
+        tags.order_by("-updated_at", "-id")
         .values_list("repository__name", "name", "manifest__digest", "manifest__media_type", "updated_at")
     )
+    if within is None:
+        blobs = shared.blob_totals()
+        count, size = blobs.blobs, blobs.size
+    else:
+        linked = Blob.objects.filter(id__in=BlobLink.objects.filter(within).values("blob_id"))
+        totals = linked.aggregate(count=Count("id"), size=Sum("size"))
+        count, size = totals["count"], totals["size"] or 0
+    repositories = shared.with_content()
     return Overview(
-        repositories=shared.with_content().count(),
-        tags=Tag.objects.count(),
-        manifests=Manifest.objects.count(),
-        blobs=blobs.blobs,
-        stored_bytes=blobs.size,
+        repositories=(repositories if within is None else repositories.filter(visible_names(visible))).count(),
+        tags=tags.count(),
+        manifests=(Manifest.objects.all() if within is None else Manifest.objects.filter(within)).count(),
+        blobs=count,
+        stored_bytes=size,
         recent=[RecentTag(*row) for row in recent[:RECENT_TAGS]],
     )
 
@@ -152,8 +163,12 @@ def _last_push() -> Any:
     return Greatest(Coalesce(newest_tag, newest_manifest), newest_manifest)
 
 
-def repositories(search: str, page_number: Any, sort: str = "name") -> tuple[Page, list[RepositoryRow]]:
+def repositories(search: str, page_number: Any, sort: str = "name",
+                 visible: Visible = EVERYTHING) -> tuple[Page, list[RepositoryRow]]:
     query = shared.with_content()
+    condition = visible_names(visible)
+    if condition is not None:
+        query = query.filter(condition)
     if search:
         query = query.filter(name__icontains=search)
     if sort == "recent":

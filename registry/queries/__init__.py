@@ -14,7 +14,7 @@ share (building them once, the byte-order rule) is in ``_sql``.
 """
 from __future__ import annotations
 
-from registry.queries._sql import byte_order
+from registry.queries._sql import byte_order, visible_names
 from registry.queries.blobs import (
     BlobRow,
     BlobTotals,
@@ -113,6 +113,7 @@ from registry.queries.tags import (
     point_tags,
     tag_names,
     tag_rows,
+    tag_digests,
     tag_targets,
     tagged_manifests,
     tags_for_removal,
@@ -140,7 +141,7 @@ from registry.queries.uploads import (
 
 __all__ = [
     # _sql
-    "byte_order",
+    "byte_order", "visible_names",
     # blobs
     "BlobRow", "BlobTotals", "LinkRow", "MountSource", "QuotaLink", "StoredBlob", "blob_count", "blob_exists",
     "blob_page", "blob_totals", "delete_blob", "delete_unreferenced_links", "delete_unused_blobs",
@@ -168,7 +169,8 @@ __all__ = [
     "delete_repository", "find_repository", "probe_registry_table", "with_content",
     # tags
     "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",
-    "tag_targets", "tagged_manifests", "tags_for_removal", "tags_of", "tags_of_digest", "tags_reaching",
+    "tag_digests", "tag_targets", "tagged_manifests", "tags_for_removal", "tags_of", "tags_of_digest",
+    "tags_reaching",
     # uploads
     "Session", "acquire_session", "count_live_sessions", "delete_idle_session", "delete_session", "idle_sessions",
     "insert_session", "known_sessions", "multipart_upload_ids", "read_session", "release_session", "renew_session",

@@ -9,7 +9,8 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
 from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag, Upload
-from registry.queries._sql import byte_order, fetch_one, reader, statement, table
+from registry.queries._sql import byte_order, fetch_one, reader, statement, table, visible_names
+from registry.visibility import EVERYTHING, Visible
 
 
 class RepositoryRow(NamedTuple):
@@ -55,9 +56,12 @@ def with_content() -> QuerySet[Repository]:
     return Repository.objects.filter(Exists(Manifest.objects.filter(repository=OuterRef("pk"))))
 
 
-def catalog_names(after: str | None, limit: int) -> list[str]:
-    """Names of the repositories with content, in byte order, after ``after``."""
+def catalog_names(after: str | None, limit: int, visible: Visible = EVERYTHING) -> list[str]:
+    """Names of the repositories with content that are ``visible``, in byte order, after ``after``."""
     query = with_content().alias(key=byte_order("name"))
+    condition = visible_names(visible)
+    if condition is not None:
+        query = query.filter(condition)
     if after:
         query = query.filter(key__gt=after)
     return list(query.order_by("key").values_list("name", flat=True)[:limit])

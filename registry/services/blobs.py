@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from notifications import outbox
-from registry import queries
+from registry import queries, visibility
 from registry.digests import Digest
 from registry.policies import immutable, quotas
 from registry.services.common import check_name, ensure_repository, get_repository, parse_digest
@@ -26,7 +26,7 @@ class BlobInfo:
 
 def _linked(name: str, digest: Digest) -> queries.BlobRow:
     check_name(name)
-    blob = queries.linked_blob(name, str(digest))
+    blob = None if visibility.hidden(name) else queries.linked_blob(name, str(digest))
     if blob is None:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)})
     return blob

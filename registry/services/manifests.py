@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from notifications import outbox
-from registry import queries
+from registry import queries, visibility
 from registry.digests import Digest, is_digest_like
 from registry.policies import immutable, pulls
 from registry.queries import RepositoryRow
@@ -137,7 +137,9 @@ def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
         # A reference that is not a valid tag names nothing: 404, as CNCF distribution answers
         # and the OCI conformance suite expects (a PUT of one is still refused as invalid).
         raise ManifestUnknown(f"manifest {reference[:200]!r} unknown to repository {name!r}") from None
-    if by_digest is not None:
+    if visibility.hidden(name):
+        row = None
+    elif by_digest is not None:
         row = queries.manifest_by_digest(name, str(by_digest), with_body)
     else:
         row = queries.manifest_by_tag(name, str(tag), with_body)
