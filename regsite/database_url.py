@@ -100,7 +100,7 @@ def _postgresql(url: str, database: Mapping[str, Any]) -> dict[str, Any]:
         params["options"] = f"{params.get('options', '')} -c statement_timeout={statement_timeout * 1000}".strip()
     entry = {django: params.pop(key, "") for key, django in DJANGO_KEYS.items()}
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "regsite.postgresql",
         **entry,
         # A pool per worker process: however many threads and clients, a worker holds at most
         # pool_size connections (threads beyond wait up to pool_timeout seconds for one).
