@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 
 from registry.services import exceptions as exc
@@ -132,12 +132,13 @@ def response_for(error: Answered) -> HttpResponse:
 def failure_response(request: HttpRequest, error: BaseException) -> HttpResponse:
     """A 5xx in the OCI envelope for what went wrong underneath, logged with the request id.
 
-    The database down or out of pooled connections, or the storage failing, are 503 with
-    Retry-After (clients retry those); anything else is a 500. The message names the request id,
-    which the log line carries too, never the error's own text (it may name paths or hosts).
+    The database down, out of pooled connections, read-only or its connection lost (a failover), or
+    the storage failing, are 503 with Retry-After (clients retry those); anything else is a 500. The
+    message names the request id, which the log line carries too, never the error's own text (it may
+    name paths or hosts).
     """
     request_id = getattr(request, "request_id", "")
-    if isinstance(error, OperationalError):
+    if isinstance(error, (OperationalError, InterfaceError)):
         code, what = UNAVAILABLE, "the database is not available"
     elif isinstance(error, StorageError):
         code, what = UNAVAILABLE, "the storage is not available"

@@ -12,7 +12,10 @@ Django's pool (psycopg_pool, one per worker process) is kept, with what a failov
   standby. One failing check drops every idle connection, which reach the same server, instead of
   psycopg_pool's checking them one at a time with a pause doubling between each (1, 2, 4 s ...);
 - reconnection attempts while the server is away are at most a second apart (psycopg_pool doubles
-  the pause each time, which kept a pool away for up to 16 s more after a 10 s failover).
+  the pause each time, which kept a pool away for up to 16 s more after a 10 s failover);
+- while its last attempt to connect failed and it has no idle connection, the pool makes a request
+  wait at most UNREACHABLE_WAIT for one, not ``pool_timeout``: the 503s of an outage come at once
+  and leave the request threads free (for /health, and for whatever needs no database).
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ MAX_RECONNECT_DELAY = 1.0
 # After a second failing check in one wait for a connection (a fresh connection refused too),
 # pause before the next, so that a server refusing every connection is not asked in a busy loop.
 RECHECK_PAUSE = 0.25
+UNREACHABLE_WAIT = 1.0
 
 
 class Connection(psycopg.Connection[Any]):
@@ -72,8 +76,9 @@ def read_only(conn: psycopg.Connection[Any]) -> bool:
 
 
 def check(conn: Connection) -> None:
-    """Before a pooled connection is used: it answers within ``check_timeout``, and takes writes."""
-    with conn.bounded(conn.check_timeout):
+    """Before a pooled connection is used: it answers within ``check_timeout`` (or the bound the pool
+    set for the wait it is part of), and takes writes."""
+    with conn.bounded(conn._bound or conn.check_timeout):
         ConnectionPool.check_connection(conn)
     if read_only(conn):
         raise errors.OperationalError("the database server is read-only (a standby now?)")
@@ -86,6 +91,23 @@ class _Reconnect(AttemptWithBackoff):
 
 
 class Pool(ConnectionPool[Connection]):
+    # Whether the last attempt to connect failed (and none succeeded since).
+    unreachable = False
+
+    def getconn(self, timeout: float | None = None) -> Connection:
+        if self.unreachable and not self._pool:
+            timeout = min(self.timeout if timeout is None else timeout, UNREACHABLE_WAIT)
+        return super().getconn(timeout)
+
+    def _connect(self, timeout: float | None = None) -> Connection:
+        try:
+            conn = super()._connect(timeout)
+        except Exception:
+            self.unreachable = True
+            raise
+        self.unreachable = False
+        return conn
+
     def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
         super()._add_connection(attempt or _Reconnect(timeout=self.reconnect_timeout), growing)
 
@@ -94,7 +116,8 @@ class Pool(ConnectionPool[Connection]):
         while True:
             conn = self._getconn_unchecked(deadline - time.monotonic())
             try:
-                self._check_connection(conn)
+                with conn.bounded(max(0.1, min(conn.check_timeout, deadline - time.monotonic()))):
+                    self._check_connection(conn)
             except Exception:
                 self._putconn(conn, from_getconn=True)
                 self.drain()  # the idle ones reach the same server: new connections instead
