@@ -107,3 +107,37 @@ def test_the_digest_of_a_finished_upload_matches_hashlib(client, s3: S3Driver) -
     data = os.urandom(9 * MiB + 5)
     blob_digest = _chunked_push(client, "team/app", data, [5 * MiB + 1, 4 * MiB + 4])
     assert blob_digest == "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("sizes", [[11], [6 * MiB, 2 * MiB]], ids=["tail", "multipart"])
+def test_a_closing_put_cut_short_by_the_database_succeeds_when_retried(client, s3: S3Driver, monkeypatch,
+                                                                      sizes: list[int]) -> None:
+    """A failover between the store sealing the upload and the row's commit: the client's retry of its
+    PUT must finish the upload (it was sealed again and again, failing for good, before)."""
+    from django.db import OperationalError
+
+    from registry import queries
+
+    data = os.urandom(sum(sizes))
+    location = start_upload(client, "team/app")["Location"]
+    offset = 0
+    for size in sizes:
+        location = patch(client, location, data[offset:offset + size], f"{offset}-{offset + size - 1}")["Location"]
+        offset += size
+    delete_session = queries.delete_session
+    calls = []
+
+    def lost(upload_id: str) -> None:
+        calls.append(upload_id)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        delete_session(upload_id)
+
+    monkeypatch.setattr(queries, "delete_session", lost)
+    failed = put_upload(client, location, digest_of(data))
+    assert failed.status_code == 503 and failed["Retry-After"]
+    done = put_upload(client, location, digest_of(data))
+    assert done.status_code == 201, done.content
+    blob_digest = digest_of(data)
+    assert s3.read(f"blobs/sha256/{blob_digest[7:9]}/{blob_digest[7:]}/data") == data
+    assert list(s3.walk("uploads")) == [] and not Upload.objects.exists()

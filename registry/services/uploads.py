@@ -31,7 +31,7 @@ from notifications import outbox
 from registry import hashing, queries
 from registry.digests import Digest, InvalidDigest, new_hasher
 from registry.policies import quotas
-from registry.services import blobs
+from registry.services import blobs, lease_release
 from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import (
     DigestInvalid,
@@ -176,8 +176,8 @@ def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
         opened.hasher = _resume_hash(session, opened.offset)
         yield opened
     finally:
-        if opened.owner:  # not saved: let go without changing anything
-            queries.release_session(upload_id, owner)
+        if opened.owner:  # not saved: let go without changing anything (later, if the database is away)
+            lease_release.release(upload_id, owner)
 
 
 def _take_over(busy: queries.Session, upload_id: str, name: str, owner: str, now: Any) -> queries.Session | None:

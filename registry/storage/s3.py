@@ -202,8 +202,8 @@ class S3Driver:
         except (ClientError, BotoCoreError) as exc:
             raise _failure(exc, path) from exc
 
-    def move(self, source: str, dest: str) -> None:
-        """Server-side copy, then delete: the bytes never pass through the registry."""
+    def copy(self, source: str, dest: str) -> None:
+        """Server-side: the bytes never pass through the registry."""
         try:
             self.client.copy_object(Bucket=self.bucket, Key=self.key(dest),
                                     CopySource={"Bucket": self.bucket, "Key": self.key(source)})
@@ -214,6 +214,10 @@ class S3Driver:
             self._copy(self.key(source), self.key(dest), self.stat(source).size, source)
         except BotoCoreError as exc:
             raise _failure(exc, source) from exc
+
+    def move(self, source: str, dest: str) -> None:
+        """Server-side copy, then delete."""
+        self.copy(source, dest)
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self.key(source))
         except (ClientError, BotoCoreError) as exc:
@@ -513,7 +517,25 @@ class S3Writer:
             self._closed = True
 
     def seal(self) -> None:
-        """Complete the upload: the bytes become one object at ``path``."""
+        """Complete the upload: the bytes become one object at ``path``. Sealing again what was
+        sealed (a retry of a request whose commit in the database failed) finds it done."""
+        expected = self.size
+        try:
+            self._seal()
+        except PathNotFound:
+            # The tail or the multipart upload is gone: sealed before, if the object is all there.
+            if self._stored_size() != expected:
+                raise
+        self._buffer.clear()
+        self._upload_id, self._tail = None, 0
+        self._closed = True
+        if self._tails_written:
+            try:
+                self._driver.delete(self._path + ".parts")
+            except PathNotFound:
+                pass
+
+    def _seal(self) -> None:
         client, bucket = self._driver.client, self._driver.bucket
         if self._tail and self._buffer:
             self._absorb_tail()
@@ -539,14 +561,12 @@ class S3Writer:
                                                  MultipartUpload={"Parts": parts})
         except (ClientError, BotoCoreError) as exc:
             raise _failure(exc, self._path) from exc
-        self._buffer.clear()
-        self._upload_id, self._tail = None, 0
-        self._closed = True
-        if self._tails_written:
-            try:
-                self._driver.delete(self._path + ".parts")
-            except PathNotFound:
-                pass
+
+    def _stored_size(self) -> int | None:
+        try:
+            return self._driver.stat(self._path).size
+        except PathNotFound:
+            return None
 
 
 __all__ = ["CheckFailed", "S3Driver", "S3Writer", "InvalidPath"]
