@@ -48,3 +48,27 @@ def test_a_chunk_that_loses_the_database_leaves_the_session_to_the_retry(client,
         assert retried.status_code == 202, retried.content
     done = put_upload(client, location, digest_of(b"a" * 10 + b"b" * 10))
     assert done.status_code == 201, done.content
+
+
+def test_the_same_process_takes_over_a_lease_it_could_not_give_back(client, monkeypatch) -> None:
+    location = start_upload(client, "team/app")["Location"]
+    location = patch(client, location, b"a" * 10, "0-9")["Location"]
+    _fail_once(monkeypatch, "save_session")
+    release = queries.release_session
+
+    def away(upload_id: str, owner: str) -> None:  # the database stays away for the release thread
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(queries, "release_session", away)
+    assert patch(client, location, b"b" * 10, "10-19").status_code == 503
+    assert lease_release.pending() == 1  # and stays so until the end: the retry must take it over
+    where = client.get(location)["Range"]
+    if where == "0-9":
+        assert patch(client, location, b"b" * 10, "10-19").status_code == 202
+    done = put_upload(client, location, digest_of(b"a" * 10 + b"b" * 10))
+    assert done.status_code == 201, done.content
+    monkeypatch.setattr(queries, "release_session", release)
+    deadline = time.monotonic() + 10
+    while lease_release.pending() and time.monotonic() < deadline:  # a no-op now: the lease changed hands
+        time.sleep(0.05)
+    assert lease_release.pending() == 0

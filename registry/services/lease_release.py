@@ -4,7 +4,7 @@ A request writing to an upload session holds the session's lease (registry.servi
 gives it back when it ends. When the database fails over under it, giving it back fails too, and the
 session stayed blocked for the client's retry until the lease ran out (60 s), answering 416 meanwhile.
 Such a lease is kept here, and a thread of the process gives it back every RETRY_SECONDS until the
-database answers.
+database answers; a request of the same process finding the session leased to it takes it over at once.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from django.db import DatabaseError, connection
 
 from registry import queries
 
-RETRY_SECONDS = 1.0
+RETRY_SECONDS = 0.25
 
 log = logging.getLogger(__name__)
 _pending: set[tuple[str, str]] = set()
@@ -53,8 +53,8 @@ def _retry() -> None:
             for lease in leases:
                 try:
                     queries.release_session(*lease)
-                except DatabaseError:
-                    break  # still away: all of them again next time
+                except Exception:  # DatabaseError: still away; all of them again next time
+                    break
                 with _lock:
                     _pending.discard(lease)
             connection.close()  # this thread's own
@@ -62,6 +62,12 @@ def _retry() -> None:
         with _lock:
             _thread = None
         raise
+
+
+def abandoned(owner: str) -> bool:
+    """Whether ``owner`` is a lease of this process whose request ended without giving it back."""
+    with _lock:
+        return any(held == owner for _, held in _pending)
 
 
 def pending() -> int:

@@ -181,9 +181,10 @@ def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
 
 
 def _take_over(busy: queries.Session, upload_id: str, name: str, owner: str, now: Any) -> queries.Session | None:
-    """A lease whose holder was a process of this host that no longer runs (a crash mid-chunk) is
-    taken over at once instead of when it runs out; a holder elsewhere is waited for."""
-    if not holder_is_dead(busy.lease_owner):
+    """A lease whose holder was a process of this host that no longer runs (a crash mid-chunk), or a
+    request of this process that could not give it back (lease_release), is taken over at once
+    instead of when it runs out; a holder elsewhere is waited for."""
+    if not (holder_is_dead(busy.lease_owner) or lease_release.abandoned(busy.lease_owner)):
         return None
     return queries.take_over_session(upload_id, name, busy.lease_owner, owner, now + LEASE, now - _expiry())
 
