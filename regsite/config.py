@@ -44,6 +44,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "s3_secret_key": "",
         "redirect": True,
         "redirect_endpoint": "",
+        "s3_timeout": 10,
+        "s3_copy_timeout": 300,
+        "s3_max_attempts": 3,
     },
     "database": {
         "url": "sqlite:///data/db.sqlite3",
@@ -92,6 +95,9 @@ POSITIVE_INTS = {
     ("server", "timeout"),
     ("server", "client_timeout"),
     ("server", "connections"),
+    ("storage", "s3_timeout"),
+    ("storage", "s3_copy_timeout"),
+    ("storage", "s3_max_attempts"),
     ("database", "pool_size"),
     ("database", "pool_timeout"),
     ("registry", "max_manifest_bytes"),
@@ -460,7 +466,8 @@ def s3_driver(storage: Mapping[str, Any]) -> Any:
     return S3Driver(storage["s3_bucket"], prefix=storage["s3_prefix"], endpoint=storage["s3_endpoint"] or None,
                     region=storage["s3_region"], access_key=storage["s3_access_key"] or None,
                     secret_key=storage["s3_secret_key"] or None,
-                    redirect_endpoint=storage["redirect_endpoint"] or None)
+                    redirect_endpoint=storage["redirect_endpoint"] or None, timeout=storage["s3_timeout"],
+                    copy_timeout=storage["s3_copy_timeout"], max_attempts=storage["s3_max_attempts"])
 
 
 def resolve_paths(cfg: dict[str, Any], base: Path | None = None) -> dict[str, Any]:

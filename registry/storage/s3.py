@@ -11,6 +11,12 @@ request that ends with less than 5 MiB left over stores it as a tail object, whi
 prepends to its first part (the only time uploaded bytes are read back, at most 5 MiB) and which
 sealing the upload turns into the last part by a server-side copy. Throttling (``SlowDown``, 503)
 and transient errors are retried with exponential backoff (botocore's standard retry mode).
+
+A store that stalls (takes the connection and never answers), resets or drops connections fails a
+request within a deadline, not minutes: each attempt may take ``timeout`` seconds to connect and
+then ``timeout`` seconds between bytes, and there are ``max_attempts`` of them (the registry answers
+503 with Retry-After). Server-side copies and the completion of a multipart upload, which a store
+may answer only when done with gigabytes, wait ``copy_timeout`` between bytes instead.
 """
 from __future__ import annotations
 
@@ -88,15 +94,17 @@ class S3Driver:
     def __init__(self, bucket: str, prefix: str = "", endpoint: str | None = None, region: str = "us-east-1",
                  access_key: str | None = None, secret_key: str | None = None,
                  redirect_endpoint: str | None = None, part_size: int = DEFAULT_PART,
-                 max_attempts: int = 8, pool_size: int = 64) -> None:
+                 max_attempts: int = 3, pool_size: int = 64, timeout: float = 10,
+                 copy_timeout: float = 300) -> None:
         if part_size < MIN_PART:
             raise ValueError(f"part_size must be at least {MIN_PART} bytes")
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.part_size = part_size
         self.counters = Counters()
-        config = Config(retries={"mode": "standard", "max_attempts": max_attempts},
-                        max_pool_connections=pool_size, connect_timeout=10, read_timeout=120,
+        # total_max_attempts counts every attempt (botocore's max_attempts counts the retries only).
+        config = Config(retries={"mode": "standard", "total_max_attempts": max_attempts},
+                        max_pool_connections=pool_size, connect_timeout=timeout, read_timeout=timeout,
                         s3={"addressing_style": "path" if endpoint else "auto"},
                         signature_version="s3v4")
         # No access key: boto3's own chain (environment, instance role) finds the credentials.
@@ -109,6 +117,9 @@ class S3Driver:
         # sent at once, as the Go SDK does below 2 MiB.
         for operation in ("PutObject", "UploadPart"):
             self.client.meta.events.unregister(f"before-call.s3.{operation}", handlers.add_expect_header)
+        self.copier = session.client("s3", endpoint_url=endpoint or None, region_name=region,
+                                     config=config.merge(Config(read_timeout=copy_timeout)),
+                                     aws_access_key_id=key_id, aws_secret_access_key=secret)
         # Presigned URLs name the host clients reach the store by, which may not be ours.
         self.signer = self.client if not redirect_endpoint else session.client(
             "s3", endpoint_url=redirect_endpoint, region_name=region, config=config,
@@ -205,7 +216,7 @@ class S3Driver:
     def copy(self, source: str, dest: str) -> None:
         """Server-side: the bytes never pass through the registry."""
         try:
-            self.client.copy_object(Bucket=self.bucket, Key=self.key(dest),
+            self.copier.copy_object(Bucket=self.bucket, Key=self.key(dest),
                                     CopySource={"Bucket": self.bucket, "Key": self.key(source)})
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "InvalidRequest":
@@ -227,18 +238,18 @@ class S3Driver:
         copy_source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": source_key}
         try:
             if size <= MAX_COPY:
-                self.client.copy_object(Bucket=self.bucket, Key=dest_key, CopySource=copy_source)
+                self.copier.copy_object(Bucket=self.bucket, Key=dest_key, CopySource=copy_source)
                 return
             upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=dest_key)["UploadId"]
             try:
                 parts: list[CompletedPartTypeDef] = []
                 for number, start in enumerate(range(0, size, COPY_PART), start=1):
                     end = min(start + COPY_PART, size) - 1
-                    result = self.client.upload_part_copy(
+                    result = self.copier.upload_part_copy(
                         Bucket=self.bucket, Key=dest_key, UploadId=upload_id, PartNumber=number,
                         CopySource=copy_source, CopySourceRange=f"bytes={start}-{end}")
                     parts.append({"PartNumber": number, "ETag": result["CopyPartResult"]["ETag"]})
-                self.client.complete_multipart_upload(Bucket=self.bucket, Key=dest_key, UploadId=upload_id,
+                self.copier.complete_multipart_upload(Bucket=self.bucket, Key=dest_key, UploadId=upload_id,
                                                       MultipartUpload={"Parts": parts})
             except BaseException:
                 self.client.abort_multipart_upload(Bucket=self.bucket, Key=dest_key, UploadId=upload_id)
@@ -536,7 +547,7 @@ class S3Writer:
                 pass
 
     def _seal(self) -> None:
-        client, bucket = self._driver.client, self._driver.bucket
+        client, bucket = self._driver.copier, self._driver.bucket  # copies and completion: copy_timeout
         if self._tail and self._buffer:
             self._absorb_tail()
         try:
@@ -545,7 +556,7 @@ class S3Writer:
                 client.copy_object(Bucket=bucket, Key=self._key,
                                    CopySource={"Bucket": bucket, "Key": self._tail_key(self._tails_written)})
             elif self._upload_id is None:
-                client.put_object(Bucket=bucket, Key=self._key, Body=bytes(self._buffer))
+                self._driver.client.put_object(Bucket=bucket, Key=self._key, Body=bytes(self._buffer))
             else:
                 if self._buffer:
                     self._upload_part(bytes(self._buffer))
