@@ -141,3 +141,23 @@ def test_a_closing_put_cut_short_by_the_database_succeeds_when_retried(client, s
     blob_digest = digest_of(data)
     assert s3.read(f"blobs/sha256/{blob_digest[7:9]}/{blob_digest[7:]}/data") == data
     assert list(s3.walk("uploads")) == [] and not Upload.objects.exists()
+
+
+def test_a_committed_upload_is_a_201_even_when_removing_its_objects_fails(client, s3: S3Driver, monkeypatch) -> None:
+    """The store failing just after the row's commit (RGW killed): the blob is pushed, and was answered
+    503 (whose retry then found no session: 404); what is left of the upload goes with purgeuploads."""
+    data = b"a layer"
+    location = patch(client, start_upload(client, "team/app")["Location"], data, "0-6")["Location"]
+    remove = uploads._remove_data
+
+    def store_away(upload_id: str, drv: Any) -> None:
+        raise StorageError("S3 request failed: Connection refused")
+
+    monkeypatch.setattr(uploads, "_remove_data", store_away)
+    done = put_upload(client, location, digest_of(data))
+    assert done.status_code == 201, done.content
+    assert client.head(f"/v2/team/app/blobs/{digest_of(data)}").status_code == 200
+    monkeypatch.setattr(uploads, "_remove_data", remove)
+    assert list(s3.walk("uploads"))  # left behind, without a session
+    call_command("purgeuploads", "--older-than-hours", "0")
+    assert list(s3.walk("uploads")) == []

@@ -14,6 +14,7 @@ keeps what reached the disk); elsewhere the row is.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 import time
@@ -47,6 +48,7 @@ from registry.storage import driver as storage
 from registry.storage.driver import StorageDriver
 from regsite import db
 
+log = logging.getLogger(__name__)
 CHUNK_SIZE = 256 * 1024
 # A request writing to a session renews its lease while the body streams in, so a replica that dies
 # mid-chunk blocks the session for at most LEASE (and not at all on its own host: see _take_over).
@@ -381,9 +383,9 @@ def finish(
 
 def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id: str,
             drv: StorageDriver) -> blobs.BlobInfo:
-    # blobs.link moves the data into place, when it is not stored already, under the digest's lock
-    # with the row that records it: a crash before the commit leaves data without a row, which the
-    # collector removes, never a row without data.
+    # blobs.link puts the data into place (a move, or on an object store a copy), when it is not
+    # stored already, under the digest's lock with the row that records it: a crash before the
+    # commit leaves data without a row, which the collector removes, never a row without data.
     try:
         with transaction.atomic():
             info = blobs.link(repository_id, name, digest, size, source=paths.upload_data(upload_id))
@@ -392,7 +394,12 @@ def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id:
     except QuotaExceeded:
         _discard(upload_id, {}, drv)  # refused for good: the client must not resume it
         raise
-    _remove_data(upload_id, drv)
+    try:
+        _remove_data(upload_id, drv)
+    except storage.StorageError as exc:
+        # The blob is pushed: the store failing now must not answer 503 for it (whose retry would
+        # find no session). What is left of the upload has no session: purge_expired removes it.
+        log.warning("upload %s: removing its data after the commit failed: %s", upload_id, exc)
     return info
 
 

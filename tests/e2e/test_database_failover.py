@@ -21,9 +21,8 @@ from typing import Iterator
 import pytest
 
 from tests.e2e.conftest import unavailable
-from tests.faults.wire import Registry
 from tests.support.cluster import Cluster
-from tests.support.ledger import Outcomes, run_load, verify
+from tests.support.ledger import Outcomes, run_load, unresumable_sessions, verify
 from tests.support.patroni import PatroniCluster, PatroniUnavailable, PrimaryBalancer, start_patroni
 from tests.support.rgw import RGW, RGWUnavailable, start_rgw
 
@@ -55,31 +54,6 @@ def patroni() -> Iterator[PatroniCluster]:
     cluster.stop()
 
 
-def _sessions_resume(cluster: Cluster) -> list[str]:
-    """Every upload session left behind (clients start a new one after a failure) still takes a chunk
-    at its offset, once the lease of the request that failed has run out; then it is cancelled."""
-    registry = Registry(cluster.host)
-    rows = cluster.replicas[0].manage("shell", "-c", (
-        "from registry.models import Upload; "
-        "print('\\n'.join(f'{u.repository.name} {u.id} {u.offset}' for u in Upload.objects.all()))"))
-    stuck = []
-    deadline = time.monotonic() + 75  # regsite's upload lease (60 s) and slack
-    for line in rows.stdout.splitlines():
-        if not line.startswith("session "):
-            continue  # a log line
-        _, name, upload_id, offset = line.split()
-        location = f"/v2/{name}/blobs/uploads/{upload_id}"
-        while True:
-            reply = registry.request("PATCH", location, b"more", {
-                "Content-Type": "application/octet-stream", "Content-Range": f"{offset}-{int(offset) + 3}"})
-            if reply.status == 202 or time.monotonic() > deadline:
-                break
-            time.sleep(2)
-        if reply.status != 202 or registry.request("DELETE", location).status != 204:
-            stuck.append(f"{name} {upload_id}: {reply.status} {reply.body[:200]!r}")
-    return stuck
-
-
 def _report(what: str, outcomes: Outcomes, timeline: dict[str, float]) -> float:
     window = outcomes.window()
     took = window[1] if window else 0.0
@@ -98,7 +72,7 @@ def _check(cluster: Cluster, ledger, outcomes: Outcomes, problems: list[str]) ->
     assert all(o.retry_after for o in failed), outcomes.counts()
     scrub = cluster.replicas[0].manage("scrub")
     assert scrub.returncode == 0, scrub.stdout + scrub.stderr
-    assert _sessions_resume(cluster) == []
+    assert unresumable_sessions(cluster.replicas[0], cluster.host) == []
     for replica in cluster.replicas:
         assert '"status":500' not in replica.log_path.read_text()
 

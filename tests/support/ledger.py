@@ -23,6 +23,7 @@ from typing import Callable
 
 from tests.faults.wire import OCI_MANIFEST, Registry, digest, image_manifest
 from tests.support.rawhttp import Reply
+from tests.support.server import RegistryServer
 
 MiB = 1024 * 1024
 LARGE = 6 * MiB  # above S3's 5 MiB part minimum: stored as a part of a multipart upload
@@ -246,3 +247,29 @@ def run_load(host: str, clients: int, during: Callable[[], None]) -> tuple[Ledge
         for thread in threads:
             thread.join(timeout=STEP_DEADLINE + 60)
     return ledger, outcomes, problems
+
+
+def unresumable_sessions(server: RegistryServer, host: str) -> list[str]:
+    """The upload sessions left behind (a client starts a new one after a failure) that no longer take
+    a chunk at their offset once the lease of the request that failed has run out; each one that
+    does is then cancelled. Empty when no session is stuck."""
+    registry = Registry(host)
+    listed = server.manage("shell", "-c", (
+        "from registry.models import Upload\n"
+        "for u in Upload.objects.select_related('repository'):\n"
+        "    print('session', u.repository.name, u.id, u.offset)\n"))
+    assert listed.returncode == 0, listed.stderr
+    sessions = [line.split()[1:] for line in listed.stdout.splitlines() if line.startswith("session ")]
+    stuck = []
+    deadline = time.monotonic() + 75  # the upload lease (60 s), and slack
+    for name, upload_id, offset in sessions:
+        location = f"/v2/{name}/blobs/uploads/{upload_id}"
+        while True:
+            reply = registry.request("PATCH", location, b"more", {
+                "Content-Type": "application/octet-stream", "Content-Range": f"{offset}-{int(offset) + 3}"})
+            if reply.status == 202 or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        if reply.status != 202 or registry.request("DELETE", location).status != 204:
+            stuck.append(f"{name} {upload_id} at {offset}: {reply.status} {reply.body[:200]!r}")
+    return stuck
