@@ -161,3 +161,24 @@ def test_a_committed_upload_is_a_201_even_when_removing_its_objects_fails(client
     assert list(s3.walk("uploads"))  # left behind, without a session
     call_command("purgeuploads", "--older-than-hours", "0")
     assert list(s3.walk("uploads")) == []
+
+
+def test_a_chunk_sent_to_an_upload_its_failed_put_had_closed_is_refused_not_a_503(client, s3: S3Driver,
+                                                                                  monkeypatch) -> None:
+    """After a closing PUT that the database failed under (the store had sealed the upload), a PATCH
+    cannot append any more: a 503 there was retried for ever; the PUT, sent again, finishes it."""
+    from django.db import OperationalError
+
+    from registry import queries
+
+    data = b"a layer"
+    location = patch(client, start_upload(client, "team/app")["Location"], data, "0-6")["Location"]
+    delete_session = queries.delete_session
+    monkeypatch.setattr(queries, "delete_session", lambda upload_id: (_ for _ in ()).throw(
+        OperationalError("server closed the connection unexpectedly")))
+    assert put_upload(client, location, digest_of(data)).status_code == 503
+    monkeypatch.setattr(queries, "delete_session", delete_session)
+    more = patch(client, location, b"more", "7-10")
+    assert more.status_code == 400 and more.json()["errors"][0]["code"] == "BLOB_UPLOAD_INVALID", more.content
+    assert "PUT" in more.json()["errors"][0]["message"]
+    assert put_upload(client, location, digest_of(data)).status_code == 201

@@ -312,11 +312,27 @@ def _stream_into(opened: _Open, body: Body, drv: StorageDriver, content_range: t
         if body.length is not None and received != body.length:
             raise SizeInvalid(f"received {received} bytes, Content-Length said {body.length}")
         writer.seal() if seal else writer.commit()
+    except storage.PathNotFound:
+        writer.cancel()
+        if drv.remote and _exists(drv, paths.upload_data(opened.session.id)):
+            # What this writer resumes (a tail, a multipart upload) went when a closing PUT sealed the
+            # upload, and that PUT's commit failed (a failover): the upload takes no more bytes.
+            raise UploadInvalid("this upload was closed by a PUT whose commit failed: send that PUT again, "
+                                "or start a new upload") from None
+        raise
     except BaseException:  # StorageFull too: the view answers it with 507
         writer.cancel()
         raise
     opened.offset = offset + received
     opened.storage_state = writer.state
+
+
+def _exists(drv: StorageDriver, path: str) -> bool:
+    try:
+        drv.stat(path)
+    except storage.PathNotFound:
+        return False
+    return True
 
 
 def _renew(opened: _Open) -> None:

@@ -250,9 +250,10 @@ def run_load(host: str, clients: int, during: Callable[[], None]) -> tuple[Ledge
 
 
 def unresumable_sessions(server: RegistryServer, host: str) -> list[str]:
-    """The upload sessions left behind (a client starts a new one after a failure) that no longer take
-    a chunk at their offset once the lease of the request that failed has run out; each one that
-    does is then cancelled. Empty when no session is stuck."""
+    """The upload sessions left behind (a client starts a new one after a failure) that a client could
+    neither go on with nor cancel. Once the lease of a request that failed has run out, each must
+    take a chunk at its offset (or refuse it with 400 if a PUT whose commit failed had closed it: that
+    PUT, sent again, finishes it), and then be cancelled. Empty when no session is stuck."""
     registry = Registry(host)
     listed = server.manage("shell", "-c", (
         "from registry.models import Upload\n"
@@ -267,9 +268,10 @@ def unresumable_sessions(server: RegistryServer, host: str) -> list[str]:
         while True:
             reply = registry.request("PATCH", location, b"more", {
                 "Content-Type": "application/octet-stream", "Content-Range": f"{offset}-{int(offset) + 3}"})
-            if reply.status == 202 or time.monotonic() > deadline:
+            if reply.status in (202, 400) or time.monotonic() > deadline:
                 break
             time.sleep(2)
-        if reply.status != 202 or registry.request("DELETE", location).status != 204:
+        closed = reply.status == 400 and b"closed by a PUT" in reply.body
+        if not (reply.status == 202 or closed) or registry.request("DELETE", location).status != 204:
             stuck.append(f"{name} {upload_id} at {offset}: {reply.status} {reply.body[:200]!r}")
     return stuck
