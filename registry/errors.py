@@ -68,6 +68,7 @@ EXCEPTION_CODES: dict[type[Exception], tuple[ErrorCode, int | None]] = {
     exc.UploadInvalid: (BLOB_UPLOAD_INVALID, None),
     exc.UploadOutOfOrder: (BLOB_UPLOAD_INVALID, 416),
     exc.TooManyUploads: (TOOMANYREQUESTS, None),
+    exc.UploadBusy: (UNAVAILABLE, None),
     exc.ManifestInvalid: (MANIFEST_INVALID, None),
     exc.ManifestUnknown: (MANIFEST_UNKNOWN, None),
     exc.ManifestBlobUnknown: (MANIFEST_BLOB_UNKNOWN, None),
@@ -124,7 +125,7 @@ def response_for(error: Answered) -> HttpResponse:
         response["Range"] = f"0-{max(error.offset - 1, 0)}"
     if isinstance(error, exc.RangeNotSatisfiable):
         response["Content-Range"] = f"bytes */{error.size}"
-    if isinstance(error, (exc.TooManyUploads, exc.UpstreamError)):
+    if isinstance(error, (exc.TooManyUploads, exc.UploadBusy, exc.UpstreamError)):
         response["Retry-After"] = str(error.retry_after)
     return response
 

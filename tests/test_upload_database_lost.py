@@ -72,3 +72,25 @@ def test_the_same_process_takes_over_a_lease_it_could_not_give_back(client, monk
     while lease_release.pending() and time.monotonic() < deadline:  # a no-op now: the lease changed hands
         time.sleep(0.05)
     assert lease_release.pending() == 0
+
+
+def test_a_closing_put_finding_the_session_busy_is_told_to_retry(client) -> None:
+    """A closing PUT sent again while the lease of its first attempt is still being given back (by
+    another process, once the database answers): 503 with Retry-After, which clients retry, where a
+    416 made them start the upload over. A chunk racing another chunk is still refused with 416."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    location = start_upload(client, "team/app")["Location"]
+    location = patch(client, location, b"a" * 10, "0-9")["Location"]
+    upload_id = location.rstrip("/").rsplit("/", 1)[-1].split("?")[0]
+    now = timezone.now()
+    assert queries.acquire_session(upload_id, "team/app", "a-request-elsewhere", now, now + timedelta(seconds=60),
+                                   now - timedelta(hours=1)) is not None
+    busy = put_upload(client, location, digest_of(b"a" * 10))
+    assert busy.status_code == 503 and busy["Retry-After"] == "1", busy.content
+    assert busy.json()["errors"][0]["code"] == "UNAVAILABLE"
+    assert patch(client, location, b"b", "10-10").status_code == 416
+    queries.release_session(upload_id, "a-request-elsewhere")
+    assert put_upload(client, location, digest_of(b"a" * 10)).status_code == 201

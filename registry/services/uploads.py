@@ -39,6 +39,7 @@ from registry.services.exceptions import (
     QuotaExceeded,
     SizeInvalid,
     TooManyUploads,
+    UploadBusy,
     UploadInvalid,
     UploadOutOfOrder,
     UploadUnknown,
@@ -151,8 +152,10 @@ def _check_floor(drv: StorageDriver) -> None:
 
 
 @contextmanager
-def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
-    """The session, leased to this request until the block ends (saved, or let go unchanged)."""
+def _leased(name: str, upload_id: str, drv: StorageDriver, closing: bool = False) -> Iterator[_Open]:
+    """The session, leased to this request until the block ends (saved, or let go unchanged). Busy
+    with another request, it refuses a chunk (416: one chunk per offset) and asks a closing PUT to
+    retry (503: the other may be an attempt of the same PUT whose lease is being given back)."""
     check_name(name)
     unknown = UploadUnknown(f"upload {upload_id[:64]!r} unknown to repository {name!r}")
     try:
@@ -166,6 +169,8 @@ def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
         if busy is None:
             raise unknown
         session = _take_over(busy, upload_id, name, owner, now)
+        if session is None and closing:
+            raise UploadBusy("another request of this upload is in progress; send the PUT again")
         if session is None:
             raise UploadOutOfOrder("another chunk of this upload is in progress", busy.offset)
     if not session.live:
@@ -375,7 +380,7 @@ def finish(
     """Append the optional last chunk, verify the digest, and make the blob visible atomically."""
     digest = parse_digest(digest_text)
     drv = default_driver()
-    with _leased(name, upload_id, drv) as opened:
+    with _leased(name, upload_id, drv, closing=True) as opened:
         if body is not None and (body.length is None or body.length > 0):
             _stream_into(opened, body, drv, content_range, seal=True)
         else:
