@@ -257,18 +257,20 @@ def main(argv: list[str]) -> int:
         else:
             shutil.rmtree(scratch, ignore_errors=True)
     scenarios = failover.run(OUT_DIR, args.quick) if with_failover else []
-    command = "python -m bench " + " ".join(argv)
-    json_path, _ = report.write(OUT_DIR, rows, cpu_rows, report.machine(), command.strip())
-    print()
-    if args.quick:
-        print("--quick: sizes are too small for the targets, which are left unjudged.")
-    print(report.text_table(rows))
-    print("\nCPU time used by the server process tree, per run (drift moves it less than wall time):")
-    print(report.text_table(cpu_rows))
+    written = OUT_DIR / "failover.json"
+    if rows:
+        command = "python -m bench " + " ".join(argv)
+        written, _ = report.write(OUT_DIR, rows, cpu_rows, report.machine(), command.strip())
+        print()
+        if args.quick:
+            print("--quick: sizes are too small for the targets, which are left unjudged.")
+        print(report.text_table(rows))
+        print("\nCPU time used by the server process tree, per run (drift moves it less than wall time):")
+        print(report.text_table(cpu_rows))
     if scenarios:
         print("\nPostgreSQL failover under load (8 clients, 2 replicas on RGW; bench/failover.py):")
         print("\n".join(f"  {scenario.line()}" for scenario in scenarios))
-    print(f"\n{time.monotonic() - started:.0f} s; written to {json_path}")
+    print(f"\n{time.monotonic() - started:.0f} s; written to {written}")
     return 0
 
 
