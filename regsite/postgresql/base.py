@@ -19,7 +19,6 @@ Django's pool (psycopg_pool, one per worker process) is kept, with what a failov
 """
 from __future__ import annotations
 
-import logging
 import random
 import time
 from contextlib import contextmanager
@@ -31,8 +30,6 @@ from django.db.backends.base.base import NO_DB_ALIAS
 from psycopg import errors
 from psycopg_pool import ConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
-
-log = logging.getLogger(__name__)
 
 MAX_RECONNECT_DELAY = 1.0
 # After a second failing check in one wait for a connection (a fresh connection refused too),
