@@ -51,6 +51,8 @@ UNAVAILABLE = ErrorCode("UNAVAILABLE", "service unavailable", 503)
 ENDPOINT_UNKNOWN = ErrorCode("UNSUPPORTED", "no registry endpoint at this path", 404)
 UPSTREAM_FAILED = ErrorCode("UNAVAILABLE", "the upstream registry failed", 502)
 UPSTREAM_TIMEOUT = ErrorCode("UNAVAILABLE", "the upstream registry did not answer in time", 504)
+# A request whose path, query string or headers hold text no database stores (regsite.text).
+TEXT_INVALID = ErrorCode("UNSUPPORTED", "the request holds text that is not valid", 400)
 
 # The errors a registry view answers with the envelope rather than a 500.
 ANSWERED = (exc.RegistryError, StorageFull)

@@ -101,7 +101,7 @@ def test_migrate_runs_without_the_statement_timeout(tmp_path: Path) -> None:
                SVC_AUTH_TOKEN_STORAGE=str(tmp_path / "tokens"), SVC_DATABASE_URL=f"sqlite:///{tmp_path}/db")
     shown = "from django.conf import settings; print(settings.SVC['database']['statement_timeout'])"
     script = ("import sys, runpy; from django.core import management; "
-              f"management.execute_from_command_line = lambda argv: exec({shown!r}); "
+              f"management.ManagementUtility.execute = lambda self: exec({shown!r}); "
               "sys.argv = ['manage.py'] + sys.argv[1:]; runpy.run_path('manage.py', run_name='__main__')")
     for command, expected in (("migrate", "0"), ("check", "30")):
         done = subprocess.run([sys.executable, "-c", script, command], cwd=ROOT, env=env, capture_output=True,
