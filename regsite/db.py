@@ -11,12 +11,14 @@ import logging
 from typing import Callable
 
 from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.http import HttpRequest, HttpResponseBase
 
 log = logging.getLogger(__name__)
 # The longest /ready waits for the database: a load balancer's or kubelet's check gives up after a
 # few seconds, and a thread waiting longer for a dead server only holds a request thread.
 PRIMARY_PROBE_SECONDS = 2.0
+NOT_PRIMARY = "database is read-only (a standby?): not a primary"
 
 
 def release() -> None:
@@ -39,14 +41,14 @@ class ReleaseBeforeStreamingMiddleware:
         return response
 
 
-def primary_problem(seconds: float = PRIMARY_PROBE_SECONDS) -> str | None:
+def primary_problem(seconds: float = PRIMARY_PROBE_SECONDS, wrapper: BaseDatabaseWrapper = connection) -> str | None:
     """None when this process reaches a writable primary within ``seconds``; else what is wrong.
 
     PostgreSQL only (a SQLite file is checked by what reads and writes it). A connection of the pool
     is taken with that bound, not ``pool_timeout``, and asked whether its server is in recovery or
     read-only: after a failover an address may still lead to the demoted node.
     """
-    pool = getattr(connection, "pool", None)
+    pool = getattr(wrapper, "pool", None)
     if pool is None:
         return None
     try:
@@ -54,10 +56,13 @@ def primary_problem(seconds: float = PRIMARY_PROBE_SECONDS) -> str | None:
         with pool.connection(timeout=seconds) as conn, conn.bounded(seconds):
             row = conn.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')").fetchone()
     except Exception as exc:  # psycopg's errors, PoolTimeout
+        if getattr(pool, "refused_read_only", False):  # every address it tried leads to a standby
+            log.warning("readiness: the database server takes no writes (a standby?): %s", exc)
+            return NOT_PRIMARY
         log.warning("readiness: the database does not answer within %g s: %s", seconds, exc)
         return "database does not answer"
     if row is None or row[0] or row[1] == "on":
         log.warning("readiness: the database server is a standby or read-only (in recovery: %s, read-only: %s)",
                     row and row[0], row and row[1])
-        return "database is read-only (a standby?): not a primary"
+        return NOT_PRIMARY
     return None

@@ -38,6 +38,14 @@ RECHECK_PAUSE = 0.25
 UNREACHABLE_WAIT = 1.0
 
 
+# What libpq says when target_session_attrs refuses the server it reached (read-write, primary).
+READ_ONLY_REFUSALS = ("session is read-only", "server is in hot standby mode")
+
+
+class NotPrimary(errors.OperationalError):
+    """The server takes no writes: a standby, or a primary demoted under its connections."""
+
+
 class Connection(psycopg.Connection[Any]):
     """A connection whose every wait for the server ends after ``answer_timeout`` seconds."""
 
@@ -60,7 +68,7 @@ class Connection(psycopg.Connection[Any]):
             return super().wait(gen, interval=interval, timeout=limit)
         except errors.ReadOnlySqlTransaction as exc:
             self.close()  # its pool discards it when it comes back
-            raise errors.OperationalError(f"the database server is read-only (a standby now?): {exc}") from exc
+            raise NotPrimary(f"the database server is read-only (a standby now?): {exc}") from exc
         except errors._WaitTimeout:
             self.close()
             raise errors.OperationalError(f"the database server did not answer within {limit:g} s") from None
@@ -78,7 +86,7 @@ def check(conn: Connection) -> None:
     with conn.bounded(conn._bound or conn.check_timeout):
         ConnectionPool.check_connection(conn)
     if read_only(conn):
-        raise errors.OperationalError("the database server is read-only (a standby now?)")
+        raise NotPrimary("the database server is read-only (a standby now?)")
 
 
 class _Reconnect(AttemptWithBackoff):
@@ -90,6 +98,9 @@ class _Reconnect(AttemptWithBackoff):
 class Pool(ConnectionPool[Connection]):
     # Whether the last attempt to connect failed (and none succeeded since).
     unreachable = False
+    # Whether the last connection refused (made or checked) reached a server that takes no writes:
+    # /ready tells that apart from a server that does not answer.
+    refused_read_only = False
 
     def getconn(self, timeout: float | None = None) -> Connection:
         if self.unreachable and not self._pool:
@@ -99,10 +110,11 @@ class Pool(ConnectionPool[Connection]):
     def _connect(self, timeout: float | None = None) -> Connection:
         try:
             conn = super()._connect(timeout)
-        except Exception:
+        except Exception as exc:
             self.unreachable = True
+            self.refused_read_only = any(text in str(exc) for text in READ_ONLY_REFUSALS)
             raise
-        self.unreachable = False
+        self.unreachable = self.refused_read_only = False
         return conn
 
     def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
@@ -115,7 +127,8 @@ class Pool(ConnectionPool[Connection]):
             try:
                 with conn.bounded(max(0.1, min(conn.check_timeout, deadline - time.monotonic()))):
                     self._check_connection(conn)
-            except Exception:
+            except Exception as exc:
+                self.refused_read_only = isinstance(exc, NotPrimary)
                 self._putconn(conn, from_getconn=True)
                 self.drain()  # the idle ones reach the same server: new connections instead
                 failures += 1

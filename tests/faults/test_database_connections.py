@@ -11,6 +11,7 @@ from django.db import OperationalError
 from django.db.utils import ConnectionHandler
 
 from regsite import database_url
+from regsite import db as db_module
 from tests.e2e.conftest import unavailable
 from tests.support.faultproxy import PASS, STALL, FaultProxy
 from tests.support.postgres import Postgres, start_postgres
@@ -161,3 +162,15 @@ def test_the_pool_is_back_within_a_second_or_so_of_the_server(server: Postgres, 
             assert time.monotonic() - back < 10, "the pool never came back"
     # Reconnects at most a second apart; psycopg_pool's doubling pauses were 4 to 8 s by now.
     assert time.monotonic() - back < 2.5
+
+
+def test_readiness_names_a_read_only_server_as_not_a_primary_within_its_bound(server: Postgres, connect) -> None:
+    url = server.new_database()
+    name = url.rsplit("/", 1)[1]
+    server.query(f"ALTER DATABASE {name} SET default_transaction_read_only = on")  # as a standby says
+    db = connect(url)
+    started = time.monotonic()
+    assert db_module.primary_problem(1.0, db) == "database is read-only (a standby?): not a primary"
+    assert time.monotonic() - started < 1.0 + 1.5  # its bound, not pool_timeout; and slack
+    server.query(f"ALTER DATABASE {name} RESET default_transaction_read_only")
+    assert db_module.primary_problem(1.0, db) is None
