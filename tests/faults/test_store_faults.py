@@ -25,10 +25,11 @@ from tests.support.server import RegistryServer
 pytestmark = pytest.mark.e2e
 
 CLIENTS = 4
-TIMEOUT, ATTEMPTS = 2, 2  # [storage] s3_timeout and s3_max_attempts
-# One call to the store: each attempt connects and waits for bytes (TIMEOUT each at most), with
-# botocore's backoff between attempts (under 2 s here). A request fails at its first such call.
-DEADLINE = ATTEMPTS * 2 * TIMEOUT + 2
+TIMEOUT, COPY_TIMEOUT, ATTEMPTS = 2, 3, 2  # [storage] s3_timeout, s3_copy_timeout and s3_max_attempts
+# One call to the store: each attempt connects and waits for bytes (TIMEOUT each at most; a copy or
+# the completion of a multipart upload COPY_TIMEOUT for bytes), with botocore's backoff between
+# attempts (under 2 s here). A request fails at its first such call.
+DEADLINE = ATTEMPTS * (TIMEOUT + COPY_TIMEOUT) + 2
 SLACK = 4.0  # a machine running other suites at a load of 10 to 18
 
 
@@ -53,7 +54,8 @@ def registry(store: RGW, start_registry: Callable[..., RegistryServer]) -> Itera
         workers=2, SVC_STORAGE_BACKEND="s3", SVC_STORAGE_S3_ENDPOINT=f"http://{proxy.host}",
         SVC_STORAGE_S3_BUCKET=bucket, SVC_STORAGE_S3_PREFIX="registry", SVC_STORAGE_S3_ACCESS_KEY=store.access_key,
         SVC_STORAGE_S3_SECRET_KEY=store.secret_key, SVC_SECRET_KEY=uuid.uuid4().hex,
-        SVC_STORAGE_S3_TIMEOUT=str(TIMEOUT), SVC_STORAGE_S3_MAX_ATTEMPTS=str(ATTEMPTS))
+        SVC_STORAGE_S3_TIMEOUT=str(TIMEOUT), SVC_STORAGE_S3_COPY_TIMEOUT=str(COPY_TIMEOUT),
+        SVC_STORAGE_S3_MAX_ATTEMPTS=str(ATTEMPTS))
     yield server, proxy
     proxy.stop()
 
@@ -86,8 +88,8 @@ def _check(server: RegistryServer, ledger, outcomes: Outcomes, problems: list[st
     failed = outcomes.failures()
     assert failed, "the store's faults failed no request"
     assert {o.status for o in failed} == {503} and all(o.retry_after for o in failed), outcomes.counts()
-    slowest = max(o.ended - o.started for o in failed)
-    assert slowest < DEADLINE + SLACK, slowest
+    slowest = sorted(((round(o.ended - o.started, 1), o.what) for o in failed), reverse=True)[:5]
+    assert slowest[0][0] < DEADLINE + SLACK, slowest
     scrub = server.manage("scrub")
     assert scrub.returncode == 0, scrub.stdout + scrub.stderr
     assert unresumable_sessions(server, server.host) == []
@@ -101,15 +103,15 @@ def test_a_store_that_stalls_then_resets_fails_requests_within_the_deadline(regi
     marks: dict[str, float] = {}
 
     def faults() -> None:
-        time.sleep(6)
+        time.sleep(4)
         proxy.set(STALL)
         marks["stalled"] = time.monotonic()
         time.sleep(15)
         proxy.set(RESET)
-        time.sleep(8)
+        time.sleep(5)
         proxy.set(PASS)
         marks["back"] = time.monotonic()
-        time.sleep(10)
+        time.sleep(5 + SLACK)
 
     try:
         ledger, outcomes, problems = run_load(server.host, CLIENTS, faults)
@@ -117,7 +119,7 @@ def test_a_store_that_stalls_then_resets_fails_requests_within_the_deadline(regi
         watch.done.set()
         watch.join()
     window = outcomes.window()
-    print(f"\nstore stalled 15 s, then reset 8 s: window {window[1] if window else 0:.1f} s, answers "
+    print(f"\nstore stalled 15 s, then reset 5 s: window {window[1] if window else 0:.1f} s, answers "
           f"{dict(sorted(outcomes.counts().items()))}")
     _check(server, ledger, outcomes, problems)
     # /ready's storage check writes a probe object: it fails within one call's deadline.
@@ -130,17 +132,17 @@ def test_pushes_go_on_after_the_store_is_killed_and_started_again(registry, stor
     marks: dict[str, float] = {}
 
     def crash() -> None:
-        time.sleep(6)
+        time.sleep(4)
         store.kill_gateway()
         marks["killed"] = time.monotonic()
-        time.sleep(8)
+        time.sleep(6)
         store.start_gateway()
         marks["back"] = time.monotonic()
-        time.sleep(10)
+        time.sleep(8)
 
     ledger, outcomes, problems = run_load(server.host, CLIENTS, crash)
     window = outcomes.window()
-    print(f"\nRGW killed for 8 s: window {window[1] if window else 0:.1f} s, answers "
+    print(f"\nRGW killed for 6 s: window {window[1] if window else 0:.1f} s, answers "
           f"{dict(sorted(outcomes.counts().items()))}")
     _check(server, ledger, outcomes, problems)
     after = [o for o in outcomes.items if o.started > marks["back"] + 3]
