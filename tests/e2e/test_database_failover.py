@@ -27,7 +27,7 @@ from tests.support.patroni import PatroniCluster, PatroniUnavailable, PrimaryBal
 from tests.support.rgw import RGW, RGWUnavailable, start_rgw
 
 CLIENTS = 8
-SETTLE = 8.0  # seconds of load before the fault, and after the cluster has settled again
+SETTLE = 4.0  # seconds of load before the fault, and after the cluster has settled again
 # The issue's target is 30 s (Patroni's defaults fail a crashed primary over in about 10 s here); a
 # machine at a load of 10 to 18 stretches Patroni's loop and the replicas' reconnects.
 WINDOW_BOUND = 60.0
