@@ -289,6 +289,15 @@ class PatroniCluster:
             return roles == ["primary", "replica"] and any(node.is_sync_standby() for node in self.nodes)
         _wait(settled, timeout, "the cluster did not settle (a primary and its synchronous standby)")
 
+    def settle_quickly(self) -> None:
+        """``wait_settled`` at the bootstrap's pace, then back to the default timings: once the fault
+        under test is over, a rejoin at the default pace is half a minute or more of waiting."""
+        self.set_config(loop_wait=BOOTSTRAP_LOOP_WAIT)
+        try:
+            self.wait_settled()
+        finally:
+            self.set_config(loop_wait=LOOP_WAIT)
+
     def switchover(self) -> None:
         leader, candidate = self.leader(), self.standby()
         done = subprocess.run(["patronictl", "-c", str(leader.config), "switchover", "--leader", leader.name,
