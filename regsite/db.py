@@ -48,21 +48,22 @@ def primary_problem(seconds: float = PRIMARY_PROBE_SECONDS, wrapper: BaseDatabas
     is taken with that bound, not ``pool_timeout``, and asked whether its server is in recovery or
     read-only: after a failover an address may still lead to the demoted node.
     """
+    from registry import queries  # after Django's apps are ready
+
     pool = getattr(wrapper, "pool", None)
     if pool is None:
         return None
     try:
         pool.open()
         with pool.connection(timeout=seconds) as conn, conn.bounded(seconds):
-            row = conn.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')").fetchone()
+            writable = queries.takes_writes(conn)
     except Exception as exc:  # psycopg's errors, PoolTimeout
         if getattr(pool, "refused_read_only", False):  # every address it tried leads to a standby
             log.warning("readiness: the database server takes no writes (a standby?): %s", exc)
             return NOT_PRIMARY
         log.warning("readiness: the database does not answer within %g s: %s", seconds, exc)
         return "database does not answer"
-    if row is None or row[0] or row[1] == "on":
-        log.warning("readiness: the database server is a standby or read-only (in recovery: %s, read-only: %s)",
-                    row and row[0], row and row[1])
+    if not writable:
+        log.warning("readiness: the database server is a standby or read-only")
         return NOT_PRIMARY
     return None
