@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import access, notify, proxy, report
+from bench import access, failover, notify, proxy, report
 from bench.profile import Recorder, summarise
 from bench.servers import (
     BENCH_PASSWORD,
@@ -221,16 +221,19 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     sizes = QUICK if args.quick else Sizes()
     selected = workloads(sizes)
+    with_failover = True  # bench.failover: ours alone, no pair
     if args.list:
         print("\n".join(f"{w.name:16} {w.figures[0].label}" for w in selected))
+        print(f"{failover.NAME:16} unavailability window of a PostgreSQL failover under load (ours alone)")
         return 0
     if args.only:
         wanted = set(args.only.split(","))
-        unknown = wanted - {w.name for w in selected}
+        unknown = wanted - {w.name for w in selected} - {failover.NAME}
         if unknown:
             print(f"unknown workload(s): {', '.join(sorted(unknown))} (see --list)", file=sys.stderr)
             return 2
         selected = [w for w in selected if w.name in wanted]
+        with_failover = failover.NAME in wanted
     ensure_reference_installed()
     signal.signal(signal.SIGTERM, _interrupt)
     scratch = Path(tempfile.mkdtemp(prefix="registry-bench-"))
@@ -239,7 +242,8 @@ def main(argv: list[str]) -> int:
     cpu_rows: list[report.Row] = []
     started = time.monotonic()
     try:
-        servers.start({w.pair for w in selected})
+        if selected:
+            servers.start({w.pair for w in selected})
         print(f"  servers up: {time.monotonic() - started:.1f} s", flush=True)
         for workload in selected:
             pair = servers.sides.get(workload.pair)
@@ -258,15 +262,21 @@ def main(argv: list[str]) -> int:
             print(f"data kept in {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    command = "python -m bench " + " ".join(argv)
-    json_path, _ = report.write(OUT_DIR, rows, cpu_rows, report.machine(), command.strip())
-    print()
-    if args.quick:
-        print("--quick: sizes are too small for the targets, which are left unjudged.")
-    print(report.text_table(rows))
-    print("\nCPU time used by the server process tree, per run (drift moves it less than wall time):")
-    print(report.text_table(cpu_rows))
-    print(f"\n{time.monotonic() - started:.0f} s; written to {json_path}")
+    scenarios = failover.run(OUT_DIR, args.quick) if with_failover else []
+    written = OUT_DIR / "failover.json"
+    if rows:
+        command = "python -m bench " + " ".join(argv)
+        written, _ = report.write(OUT_DIR, rows, cpu_rows, report.machine(), command.strip())
+        print()
+        if args.quick:
+            print("--quick: sizes are too small for the targets, which are left unjudged.")
+        print(report.text_table(rows))
+        print("\nCPU time used by the server process tree, per run (drift moves it less than wall time):")
+        print(report.text_table(cpu_rows))
+    if scenarios:
+        print("\nPostgreSQL failover under load (8 clients, 2 replicas on RGW; bench/failover.py):")
+        print("\n".join(f"  {scenario.line()}" for scenario in scenarios))
+    print(f"\n{time.monotonic() - started:.0f} s; written to {written}")
     return 0
 
 
