@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("registry", "tokens", "ops", "regsite", "notifications")
-DATA_ACCESS = ("registry/queries/", "tokens/queries.py", "ops/ui/queries.py", "notifications/queries.py")
+PRODUCT = ("registry", "tokens", "ops", "regsite", "notifications", "replication")
+DATA_ACCESS = ("registry/queries/", "tokens/queries.py", "ops/ui/queries.py", "notifications/queries.py",
+               "replication/queries.py")
 SQL_CALLS = frozenset({"cursor", "execute", "executemany", "raw"})
 
 
