@@ -97,6 +97,11 @@ def claim_events(policy: str, now: datetime, limit: int) -> int | None:
     return job
 
 
+def unclaimed(policy: str) -> int:
+    """Event items no job has gathered yet."""
+    return Item.objects.filter(policy=policy, job__isnull=True).count()
+
+
 def jobs(policy: str, state: str) -> list[JobRow]:
     return [_job(row) for row in Job.objects.filter(policy=policy, state=state).order_by("id")]
 

@@ -74,7 +74,7 @@ class Remote:
             self._check(response, f"manifest {repo}:{reference}")
             return response.headers.get("Docker-Content-Digest", "")
         finally:
-            auth.discard(response)
+            _release(response)
 
     def get_manifest(self, repo: str, reference: str) -> Manifest | None:
         response = self._send("GET", repo, f"/v2/{repo}/manifests/{reference}", {"Accept": MANIFEST_ACCEPT})
@@ -85,7 +85,7 @@ class Remote:
             body = self._read(response, MAX_MANIFEST, f"manifest {repo}:{reference}")
             return Manifest(body, (response.headers.get("Content-Type") or "").split(";")[0].strip())
         finally:
-            auth.discard(response)
+            _release(response)
 
     def put_manifest(self, repo: str, reference: str, body: bytes, media_type: str) -> dict[str, str]:
         """PUT the manifest byte for byte; the answer's headers (lower-case names)."""
@@ -95,7 +95,7 @@ class Remote:
             self._check(response, f"manifest {repo}:{reference}")
             return {name.lower(): value for name, value in response.headers.items()}
         finally:
-            auth.discard(response)
+            _release(response)
 
     def delete_manifest(self, repo: str, reference: str) -> int:
         """DELETE a manifest or tag: the status for 2xx, 404, and 400/405 (the registry refuses a
@@ -107,7 +107,7 @@ class Remote:
             self._check(response, f"delete of {repo}:{reference}")
             return int(response.status)
         finally:
-            auth.discard(response)
+            _release(response)
 
     # -- blobs ---------------------------------------------------------------------------------
 
@@ -119,7 +119,7 @@ class Remote:
             self._check(response, f"blob {digest} of {repo}")
             return True
         finally:
-            auth.discard(response)
+            _release(response)
 
     def open_blob(self, repo: str, digest: str) -> Any:
         """The response with the blob's bytes unread (the caller reads and discards it)."""
@@ -127,7 +127,7 @@ class Remote:
         try:
             self._check(response, f"blob {digest} of {repo}")
         except RemoteError:
-            auth.discard(response)
+            _release(response)
             raise
         return response
 
@@ -147,7 +147,7 @@ class Remote:
                                   f"location for {repo}", transient=False)
             return self._absolute(f"/v2/{repo}/blobs/uploads/", response.headers["Location"])
         finally:
-            auth.discard(response)
+            _release(response)
 
     def upload_offset(self, repo: str, location: str) -> int | None:
         """How many bytes the session at ``location`` holds; None when the remote no longer has it."""
@@ -159,7 +159,7 @@ class Remote:
             taken = (response.headers.get("Range") or "").rpartition("-")[2]
             return int(taken) + 1 if taken.isdigit() else 0
         finally:
-            auth.discard(response)
+            _release(response)
 
     def patch(self, repo: str, location: str, stream: Any, start: int, length: int) -> str:
         """Send ``length`` bytes of ``stream`` as the session's bytes from ``start``; its next URL."""
@@ -171,7 +171,7 @@ class Remote:
             self._check(response, f"an upload to {repo}")
             return self._absolute(location, response.headers.get("Location") or location)
         finally:
-            auth.discard(response)
+            _release(response)
 
     def finish_upload(self, repo: str, location: str, digest: str, stream: Any = None, length: int = 0) -> None:
         """Close the session as blob ``digest``, with its last ``length`` bytes from ``stream``."""
@@ -185,7 +185,7 @@ class Remote:
         try:
             self._check(response, f"blob {digest} of {repo}")
         finally:
-            auth.discard(response)
+            _release(response)
 
     def _authorized(self, repo: str, location: str) -> None:
         """Before a streamed body, which cannot be sent twice: credentials that will be accepted (a
@@ -208,7 +208,7 @@ class Remote:
                 self._check(response, f"the referrers of {subject}")
                 body = b""
         finally:
-            auth.discard(response)
+            _release(response)
         if not body:
             fallback = self.get_manifest(repo, subject.replace(":", "-")[:128])
             body = fallback.body if fallback else b""
@@ -235,7 +235,7 @@ class Remote:
                 body = self._read(response, MAX_LISTING, f"the {key} of {repo or self.policy.remote}")
                 link = response.headers.get("Link", "")
             finally:
-                auth.discard(response)
+                _release(response)
             try:
                 names = json.loads(body).get(key) or []
             except (ValueError, AttributeError):
@@ -264,7 +264,7 @@ class Remote:
         if response.status != 401 or retried or not isinstance(body, (bytes, type(None))):
             return response
         challenge = response.headers.get("WWW-Authenticate", "")
-        auth.discard(response)
+        _release(response)
         _CREDENTIALS.forget(self.key)
         self._authorize(challenge, scope)
         return self._send(method, repo, path, headers, body, scopes, retried=True)
@@ -312,7 +312,7 @@ class Remote:
             self._check(response, "a token")
             token = auth.parse_token(self._read(response, auth.TOKEN_LIMIT, "a token"))
         finally:
-            auth.discard(response)
+            _release(response)
         if token is None:
             raise RemoteError(f"the token service of {policy.remote} sent no token", transient=False)
         return token
@@ -338,6 +338,16 @@ class Remote:
         transient = status in (408, 429) or status >= 500
         wait = auth.retry_after(response, 1) if response.headers.get("Retry-After") else 0.0
         raise RemoteError(f"{remote} answered {status} for {what}{_codes(response, ': ')}", transient, wait)
+
+
+def _release(response: Any) -> None:
+    """Read what is left of an answer (a small one: a HEAD, an error, a created upload) so that its
+    connection serves the next request instead of a new one being opened for each."""
+    try:
+        response.drain_conn()
+    except Exception:  # noqa: BLE001  (the connection is closed instead)
+        pass
+    auth.discard(response)
 
 
 def _codes(response: Any, lead: str = ", ") -> str:
