@@ -97,7 +97,14 @@ class Pull:
             self._referrers(name, here, digest, tally)
 
     def _blob(self, name: str, here: str, digest: str, size: int, tally: Tally) -> None:
-        if (here, digest) in self.known or local.linked_blob(here, digest) is not None:
+        if (here, digest) in self.known:
+            return
+        with self.known.moving((here, digest)):
+            self._blob_once(name, here, digest, size, tally)
+
+    def _blob_once(self, name: str, here: str, digest: str, size: int, tally: Tally) -> None:
+        if local.linked_blob(here, digest) is not None:
+            self.known.add((here, digest))
             return
         if blobs.mount(here, digest, None) is None:
             response = self.remote.open_blob(name, digest)

@@ -71,10 +71,18 @@ class Known:
     """Blobs and manifests known to be at the other side, as (repository, digest): asked once per
     run instead of once per image that shares them. Bounded, oldest forgotten first."""
 
+    STRIPES = 256
+
     def __init__(self, limit: int = 100_000) -> None:
         self._limit = limit
         self._lock = threading.Lock()
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._moving = [threading.Lock() for _ in range(self.STRIPES)]
+
+    def moving(self, key: tuple[str, str]) -> threading.Lock:
+        """Held while one thread moves a blob: the policy's other threads, wanting the same blob
+        for other tags, wait and find it there instead of sending (or fetching) it as well."""
+        return self._moving[hash(key) % self.STRIPES]
 
     def __contains__(self, key: tuple[str, str]) -> bool:
         with self._lock:
