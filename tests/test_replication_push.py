@@ -138,7 +138,7 @@ def test_a_tag_delete_reaches_a_registry_that_deletes_only_by_digest(client: Cli
     policy(deletes=True)
     _body, gone = push_image(client, "team/app", "v1", layers=[b"one"])
     _body, kept = push_image(client, "team/app", "v2", layers=[b"two"])
-    client.put(f"/v2/team/app/manifests/also-v2", make_manifest(
+    client.put("/v2/team/app/manifests/also-v2", make_manifest(
         b'{"architecture":"amd64","os":"linux","ref":"v2"}', [b"two"]), content_type=OCI_MANIFEST)
     run_until_idle()
     assert client.delete("/v2/team/app/manifests/v1").status_code == 202

@@ -94,19 +94,20 @@ def test_a_skopeo_push_with_a_signature_and_a_delete_reach_both_registries(start
     skopeo.run("copy", "--all", "--dest-tls-verify=false", f"oci:{image.layout}:v1",
                f"docker://{source.host}/team/app:v1")
     push_blob(source.url, "team/app", b"{}")
+    index_size = len((image.layout / "blobs" / "sha256" / image.digest.split(":")[1]).read_bytes())
     signature = json.dumps({
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": "application/vnd.dev.cosign.artifact.sig.v1+json",
-        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2,
-                   "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
-        "layers": [], "subject": {"mediaType": OCI_INDEX, "digest": image.digest,
-                                  "size": len((image.layout / "blobs" / "sha256" / image.digest.split(":")[1]).read_bytes())},
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+        "artifactType": "application/vnd.dev.cosign.artifact.sig.v1+json",
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2, "digest": sha256(b"{}")},
+        "layers": [], "subject": {"mediaType": OCI_INDEX, "digest": image.digest, "size": index_size},
         "annotations": {"dev.cosignproject.cosign/signature": "MEUCIQ..."}}).encode()
     signed = push_manifest(source.url, "team/app", sha256(signature), signature, OCI_MANIFEST)
     expected = [image.digest, signed] + [child["digest"] for child in index["manifests"]]
     targets = [(cncf.url, basic(USER, PASSWORD)), (other.url, basic(USER, PASSWORD))]
 
     def arrived() -> bool:
-        return all(digest_at(base, "team/app", digest, auth) == digest for base, auth in targets for digest in expected) \
+        return all(digest_at(base, "team/app", digest, auth) == digest
+                   for base, auth in targets for digest in expected) \
             and all(digest_at(base, "team/app", "v1", auth) == image.digest for base, auth in targets)
 
     took = wait_until(arrived, 30, "the image, its platform images and its signature at both registries")
