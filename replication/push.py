@@ -31,7 +31,7 @@ from replication.transfer import CHUNK, Known, Outcome, Skip, Stream, Tally, Thr
 log = logging.getLogger("replication")
 
 REFERRER_DEPTH = 3  # a signature of an SBOM of an image: referrers of referrers, this deep
-REFERRER_PAGE = 100
+REFERRER_PAGE = 100  # subjects asked about at once
 
 
 class Push:
@@ -114,28 +114,19 @@ class Push:
         return visited
 
     def _referrers(self, name: str, dest: str, subjects: list[str], tally: Tally, depth: int) -> None:
-        if not self.policy.referrers or depth <= 0:
+        """The referrers of ``subjects`` (OCI ``subject`` manifests and cosign's tags), after them."""
+        repository = local.find_repository(name) if self.policy.referrers and depth > 0 else None
+        if repository is None:
             return
-        for subject in subjects:
-            after = None
-            while True:
-                rows = local.referrer_rows(subject, name, None, after, REFERRER_PAGE)
-                for referrer in rows:
-                    self._tree(name, dest, referrer.digest, tally)
-                    self._referrers(name, dest, [referrer.digest], tally, depth - 1)
-                if len(rows) < REFERRER_PAGE:
-                    break
-                after = rows[-1].digest
-            self._cosign_tags(name, dest, subject, tally)
-
-    def _cosign_tags(self, name: str, dest: str, subject: str, tally: Tally) -> None:
-        algorithm, _, hex_digest = subject.partition(":")
-        for suffix in ("sig", "att", "sbom"):
-            tag = f"{algorithm}-{hex_digest}.{suffix}"
+        referrers, tags = queries.followers(repository.id, subjects[:REFERRER_PAGE])
+        for _subject, digest in referrers:
+            self._tree(name, dest, digest, tally)
+        if referrers:
+            self._referrers(name, dest, [digest for _subject, digest in referrers], tally, depth - 1)
+        for tag in tags:
             row = local.manifest_by_tag(name, tag)
-            if row is None or row.body is None or self.remote.manifest_digest(dest, tag) == row.digest:
-                continue
-            self._tree(name, dest, row.digest, tally, row, tag=tag)
+            if row is not None and row.body is not None and self.remote.manifest_digest(dest, tag) != row.digest:
+                self._tree(name, dest, row.digest, tally, row, tag=tag)
 
     def _fallback_tag(self, dest: str, subject: str, row: Any, parsed: manifest_format.ParsedManifest) -> None:
         """A destination without the referrers API (no OCI-Subject in its answer) finds referrers
@@ -170,7 +161,7 @@ class Push:
         if (dest, digest) in self.known or self.remote.has_blob(dest, digest):
             self.known.add((dest, digest))
             return
-        location, offset = self._resumed(dest, digest)
+        location, offset = self._resumed(dest, digest) if size > CHUNK else (None, 0)
         if location is None:
             source = self._mount_source(name, digest)
             location = self.remote.start_upload(dest, mount=digest if source else "", source=source)

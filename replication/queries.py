@@ -10,6 +10,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Max, Min, Q, Sum
 
 from registry.models import Manifest, Tag
+from registry.queries._sql import execute, fetch_all, fetch_one, reader, statement, table
 from replication.models import Item, Job, PolicyState, Upload
 
 FINISHED = ("done", "skipped", "failed")
@@ -87,6 +88,8 @@ def create_job(policy: str, trigger: str, now: datetime, state: str = "queued") 
 
 def claim_events(policy: str, now: datetime, limit: int) -> int | None:
     """Gather (up to ``limit`` of) the policy's event items that have no job into a new running job."""
+    if not Item.objects.filter(policy=policy, job__isnull=True).exists():
+        return None  # without a transaction: on SQLite one takes the write lock pushes need
     with transaction.atomic():
         ids = list(Item.objects.filter(policy=policy, job__isnull=True).order_by("id")
                    .values_list("id", flat=True)[:limit])
@@ -175,15 +178,52 @@ def prune_jobs(policy: str, finished_before: datetime, keep: int) -> int:
 
 # -- items -----------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Work:
+    unclaimed: bool  # event items no job has gathered
+    pending: bool  # items of jobs waiting to run
+    queued: bool  # runs waiting to be listed
+
+
+@statement
+def _work_sql() -> str:
+    # Hand-written, as the statements below: a policy's runner asks this twice a second, idle or
+    # not, and compiling the ORM's form cost more CPU than the rest of an idle step.
+    item, job = table(Item), table(Job)
+    return (f"SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {item} WHERE policy = %s AND state = 'pending' "
+            f"AND job_id IS NULL LIMIT 1) a), (SELECT COUNT(*) FROM (SELECT 1 FROM {item} WHERE policy = %s "
+            f"AND state = 'pending' AND job_id IS NOT NULL LIMIT 1) b), (SELECT COUNT(*) FROM (SELECT 1 FROM {job} "
+            f"WHERE policy = %s AND state = 'queued' LIMIT 1) c)")
+
+
+def work(policy: str) -> Work:
+    row = fetch_one(_work_sql(), [policy, policy, policy]) or (0, 0, 0)
+    return Work(bool(row[0]), bool(row[1]), bool(row[2]))
+
+
+@statement
+def _window_sql() -> str:
+    item, job = table(Item), table(Job)
+    return (f"SELECT i.id, i.job_id, i.action, i.repository, i.tag, i.digest, i.attempts, i.next_attempt_at "
+            f"FROM {item} i JOIN {job} j ON j.id = i.job_id WHERE i.policy = %s AND i.state = 'pending' "
+            f"AND j.state = 'running' ORDER BY i.id LIMIT %s")
+
+
 def window(policy: str, limit: int) -> list[ItemRow]:
     """The policy's oldest pending items of its running jobs, in order."""
-    rows = (Item.objects.filter(policy=policy, state="pending", job__state="running").order_by("id")
-            .values_list(*_ITEM_FIELDS)[:limit])
-    return [ItemRow(*row) for row in rows]
+    when = reader(Item, "next_attempt_at")
+    return [ItemRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6], when(row[7]))
+            for row in fetch_all(_window_sql(), [policy, limit])]
+
+
+@statement
+def _finish_sql() -> str:
+    return (f"UPDATE {table(Item)} SET state = %s, bytes = bytes + %s, note = %s, finished_at = %s "
+            "WHERE id = %s")
 
 
 def finish_item(item_id: int, state: str, size: int, note: str, now: datetime) -> None:
-    Item.objects.filter(id=item_id).update(state=state, bytes=F("bytes") + size, note=note[:1000], finished_at=now)
+    execute(_finish_sql(), [state, size, note[:1000], connection.ops.adapt_datetimefield_value(now), item_id])
 
 
 def retry_item(item_id: int, attempts: int, at: datetime | None, note: str, size: int) -> None:
@@ -233,10 +273,21 @@ def states() -> dict[str, PolicyState]:
     return {row.name: row for row in PolicyState.objects.all()}
 
 
+@statement
+def _count_sql() -> str:
+    return (f"UPDATE {table(PolicyState)} SET bytes = bytes + %s, items = items + %s, failures = failures + %s "
+            "WHERE name = %s")
+
+
 def count(name: str, size: int = 0, items: int = 0, failures: int = 0) -> None:
-    state(name)
-    PolicyState.objects.filter(name=name).update(bytes=F("bytes") + size, items=F("items") + items,
-                                                 failures=F("failures") + failures)
+    if not execute(_count_sql(), [size, items, failures, name]):
+        state(name)
+        execute(_count_sql(), [size, items, failures, name])
+
+
+def backoff_until(name: str) -> datetime | None:
+    """When the policy may try its remote again (None: now)."""
+    return PolicyState.objects.filter(name=name).values_list("next_attempt_at", flat=True).first()
 
 
 def remote_failed(name: str, error: str, now: datetime, next_attempt_at: datetime) -> int:
@@ -288,6 +339,23 @@ def tag_page(repository_id: int, after: str, limit: int) -> list[tuple[str, str]
     rows = (Tag.objects.filter(repository_id=repository_id, name__gt=after).order_by("name")
             .values_list("name", "manifest__digest")[:limit])
     return list(rows)
+
+
+@statement
+def _followers_sql(subjects: int, tags: int) -> str:
+    m, t = table(Manifest), table(Tag)
+    return (f"SELECT m.subject_digest, m.digest, '' FROM {m} m WHERE m.repository_id = %s "
+            f"AND m.subject_digest IN ({', '.join(['%s'] * subjects)}) UNION ALL SELECT '', '', t.name FROM {t} t "
+            f"WHERE t.repository_id = %s AND t.name IN ({', '.join(['%s'] * tags)})")
+
+
+def followers(repository_id: int, subjects: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """What follows ``subjects`` in the repository: its OCI referrers, as (subject, digest) in the
+    order they were pushed, and cosign's tags ``<alg>-<hex>.sig|att|sbom`` of them. One statement:
+    every replicated tag asks."""
+    cosign = [f"{s.replace(':', '-')}.{suffix}" for s in subjects for suffix in ("sig", "att", "sbom")]
+    rows = fetch_all(_followers_sql(len(subjects), len(cosign)), [repository_id, *subjects, repository_id, *cosign])
+    return [(row[0], row[1]) for row in rows if row[1]], sorted(row[2] for row in rows if row[2])
 
 
 def manifest_subject(repository_id: int, digest: str) -> str | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import random
 import re
 import threading
@@ -53,8 +54,19 @@ MAX_ATTEMPTS = 5
 KEEP_JOBS = 200
 JOB_DAYS = 30
 TIDY_EVERY = 600.0
+SCHEDULE_CHECK = 10.0  # seconds between looks at whether a scheduled run is due
+BACKGROUND_NICE = 10
 
 log = logging.getLogger("replication")
+
+
+def background() -> None:
+    """This thread yields the CPU to the worker's request threads (Linux schedules threads apart):
+    replication is background work, and a push must not wait on it."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+    except (AttributeError, OSError):
+        pass
 
 
 def lock_name(policy: str) -> str:
@@ -70,11 +82,14 @@ class Runner:
         self.policy = policy
         self.remote = Remote(policy)
         self.engine = self.engine_for(policy, self.remote)
-        self.pool = ThreadPoolExecutor(policy.concurrency, thread_name_prefix=f"replicate-{policy.name}"[:30])
+        self.pool = ThreadPoolExecutor(policy.concurrency, thread_name_prefix=f"replicate-{policy.name}"[:30],
+                                       initializer=background)
         self.running: dict[int, tuple[tuple[str, str | None], Future[None]]] = {}
         self.failing = queries.state(policy.name).attempts > 0
         self.wake = threading.Event()
         self.tidied = 0.0
+        self.schedule_checked = 0.0
+        self.changed = True  # items finished (or runs planned) since jobs were last closed
 
     @staticmethod
     def engine_for(policy: Policy, remote: Remote) -> Push | Pull:
@@ -91,24 +106,32 @@ class Runner:
             queries.requeue(job.id)
 
     def step(self) -> float:
-        """One pass; how long to wait before the next."""
+        """One pass; how long to wait before the next. An idle policy costs one small query."""
         name, now = self.policy.name, timezone.now()
         self._reap()
-        if self.policy.trigger == "schedule":
-            self._schedule(now)
-        if self.policy.trigger == "event":
-            queries.claim_events(name, now, CLAIM)
-        for job in queries.jobs(name, "queued"):
-            self.plan(job)
-        self._close_jobs()
+        if self.policy.trigger == "schedule" and time.monotonic() >= self.schedule_checked + SCHEDULE_CHECK:
+            self.schedule_checked = time.monotonic()
+            self._schedule()
+        work = queries.work(name)
+        if work.unclaimed and self.policy.trigger == "event":
+            self.changed |= queries.claim_events(name, now, CLAIM) is not None
+        if work.queued:
+            for job in queries.jobs(name, "queued"):
+                self.plan(job)
+            self.changed = True
+        if self.changed:
+            self.changed = False
+            self._close_jobs()
         if time.monotonic() - self.tidied > TIDY_EVERY:
             self.tidied = time.monotonic()
             queries.prune_jobs(name, now - timedelta(days=JOB_DAYS), KEEP_JOBS)
             queries.prune_uploads(now - timedelta(days=7))
-        state = queries.state(name)
-        if state.next_attempt_at is not None and state.next_attempt_at > now:
-            return min(IDLE_POLL, (state.next_attempt_at - now).total_seconds())
-        self._dispatch(now)
+        if self.failing:
+            waiting = queries.backoff_until(name)
+            if waiting is not None and waiting > now:
+                return min(IDLE_POLL, (waiting - now).total_seconds())
+        if work.pending or work.unclaimed or work.queued:
+            self._dispatch(now)
         return IDLE_POLL
 
     def busy(self) -> bool:
@@ -116,7 +139,7 @@ class Runner:
 
     # -- runs ----------------------------------------------------------------------------------------
 
-    def _schedule(self, now: object) -> None:
+    def _schedule(self) -> None:
         name = self.policy.name
         if queries.open_job(name, "schedule"):
             return
@@ -205,14 +228,16 @@ class Runner:
             log.exception("replication %s: item %d (%s) failed", name, item.id, _shown(item))
             self._failed(item, f"internal error ({type(exc).__name__})", tally)
         else:
-            queries.finish_item(item.id, outcome.state, outcome.bytes, outcome.note, timezone.now())
-            queries.count(name, size=outcome.bytes, items=1 if outcome.state == "done" else 0)
+            with transaction.atomic():
+                queries.finish_item(item.id, outcome.state, outcome.bytes, outcome.note, timezone.now())
+                queries.count(name, size=outcome.bytes, items=1 if outcome.state == "done" else 0)
             if self.failing:
                 self.failing = False
                 attempts = queries.remote_ok(name, timezone.now())
                 log.info("replication %s: %s answers again, after %d failed attempts", name, self.policy.remote,
                          attempts, extra={"policy": name, "attempts": attempts})
         finally:
+            self.changed = True
             self.wake.set()
             db.release()
 
@@ -296,6 +321,7 @@ def lead(policy: Policy, stop: threading.Event, until: Callable[[], bool] = lamb
 
 
 def _hold(policy: Policy) -> None:
+    background()
     time.sleep(random.uniform(0.1, 0.5))  # workers start together: let one of them go first
     while True:
         try:

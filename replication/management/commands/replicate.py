@@ -80,7 +80,7 @@ class Command(BaseCommand):
             if not wait:
                 return
             while not _ended(job_id):
-                time.sleep(1.0)
+                time.sleep(0.2)
         self._report(queries.job(job_id))
 
     def _report(self, job: JobRow | None) -> None:
