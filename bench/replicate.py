@@ -104,11 +104,11 @@ def _run(side: Side, sizes: Sizes, i: int) -> dict[str, float]:
     took = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{side.label} failed: {done.stdout[-1000:]} {done.stderr[-2000:]}")
-    _check(source.url, dest.url)
+    _same_digests(source.url, dest.url)
     return {"replicate_mibs": sizes.replication_bytes / MIB / took, "replicate_s": took}
 
 
-def _check(source: str, dest: str) -> None:
+def _same_digests(source: str, dest: str) -> None:
     for tag in TAGS:
         digests = [_digest(base, tag) for base in (source, dest)]
         if digests[0] is None or digests[0] != digests[1]:
