@@ -141,11 +141,16 @@ def fail_job(job_id: int, error: str, now: datetime) -> JobRow | None:
     return job(job_id)
 
 
+@statement
+def _closable_sql() -> str:
+    job, item = table(Job), table(Item)
+    return (f"SELECT j.id FROM {job} j WHERE j.policy = %s AND j.state = 'running' AND NOT EXISTS "
+            f"(SELECT 1 FROM {item} i WHERE i.job_id = j.id AND i.state = 'pending') ORDER BY j.id")
+
+
 def jobs_without_pending(policy: str) -> list[int]:
     """The policy's running jobs whose items are all finished."""
-    running = Job.objects.filter(policy=policy, state="running").annotate(
-        left=Count("items", filter=Q(items__state="pending"))).filter(left=0)
-    return list(running.values_list("id", flat=True))
+    return [row[0] for row in fetch_all(_closable_sql(), [policy])]
 
 
 def finish_job(job_id: int, now: datetime) -> JobRow | None:

@@ -226,5 +226,7 @@ def ui_paths() -> dict[str, Spec]:
         "/ui/tokens/revoke": _page("Revoke one of the user's tokens", "uiRevoke", "HTML form action.", ("post",)),
         "/ui/notifications/": _page("Webhook endpoints: state, pending events, totals, last error",
                                     "uiNotifications", browse),
+        "/ui/replication/": _page("Replication policies: backlog, totals, last error, latest runs",
+                                  "uiReplication", browse),
         "/ui/{rest}": _page("Any other path under /ui/", "uiUnknown", "An HTML 404 page.", parameters=[rest]),
     }
