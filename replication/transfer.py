@@ -35,15 +35,22 @@ class Throttle:
         self._lock = threading.Lock()
         self._free_at = time.monotonic()
 
+    @property
+    def piece(self) -> int:
+        """How much one read may ask for: an eighth of a second's worth when limited, so the pace
+        is even rather than a burst and a long wait."""
+        return PIECE if self.rate <= 0 else max(16 * 1024, min(PIECE, self.rate // 8))
+
     def take(self, count: int) -> None:
+        """Wait until ``count`` more bytes keep within the rate (the policy's threads queue up)."""
         if self.rate <= 0 or count <= 0:
             return
         with self._lock:
             now = time.monotonic()
-            start = max(now, self._free_at)
-            self._free_at = start + count / self.rate
-        if start > now:
-            time.sleep(start - now)
+            self._free_at = max(now, self._free_at) + count / self.rate
+            until = self._free_at
+        if until > now:
+            time.sleep(until - now)
 
 
 class Stream:
@@ -57,7 +64,7 @@ class Stream:
     def read(self, size: int = -1) -> bytes:
         if self.left <= 0:
             return b""
-        want = min(PIECE if size is None or size < 0 else size, self.left, PIECE)
+        want = min(PIECE if size is None or size < 0 else size, self.left, self._throttle.piece)
         self._throttle.take(want)
         data = self._read(want)
         if not data:
