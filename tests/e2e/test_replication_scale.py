@@ -77,6 +77,8 @@ def test_a_1000_tag_repository_replicates_in_flat_memory(start_registry, tmp_pat
         wait_until(lambda: source.metric("registry_replication_items_total", policy="bulk") == len(tags), 300,
                    "1,000 tags at the destination")
     growth = sampler.peak - before
+    print(f"1,000-tag replication: server PSS {before / MiB:.0f} MiB before, peak {sampler.peak / MiB:.0f} MiB "
+          f"(+{growth / MiB:.1f} MiB)")
     assert growth < 64 * MiB, f"the server grew by {growth / MiB:.1f} MiB"
     assert tags_at(cncf.url, "team/big") == tags
     sample = tags[::97]
