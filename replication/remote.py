@@ -256,12 +256,14 @@ class Remote:
               scopes: tuple[str, ...] = (), retried: bool = False) -> Any:
         scope = " ".join((self._scope(repo), *scopes))
         sent = dict(headers)
-        credentials = _CREDENTIALS.get(self.key, scope)
+        url = path if path.startswith(("http://", "https://")) else self.policy.url + path
+        # An upload location may name another host (a storage front end): it gets no credentials.
+        ours = urlsplit(url).netloc == urlsplit(self.policy.url).netloc
+        credentials = _CREDENTIALS.get(self.key, scope) if ours else None
         if credentials:
             sent["Authorization"] = credentials
-        url = path if path.startswith(("http://", "https://")) else self.policy.url + path
         response = self._request(method, url, sent, body)
-        if response.status != 401 or retried or not isinstance(body, (bytes, type(None))):
+        if response.status != 401 or retried or not ours or not isinstance(body, (bytes, type(None))):
             return response
         challenge = response.headers.get("WWW-Authenticate", "")
         _release(response)

@@ -193,3 +193,24 @@ def test_credentials_are_never_logged(client: Client, dest: Distribution, policy
     assert item.attempts == 1 and "refused the credentials" in item.note
     text = caplog.text + item.note + PolicyState.objects.get(name="dr").last_error
     assert PASSWORD not in text and basic(USER, "wrong-" + PASSWORD).split()[1] not in text
+
+
+def test_an_upload_location_on_another_host_gets_no_credentials(dest: Distribution, policy) -> None:
+    from replication.feed import find
+    from replication.remote import Remote, _CREDENTIALS
+
+    policy()
+    remote = Remote(find("dr"))  # type: ignore[arg-type]
+    assert remote.has_blob("team/app", "sha256:" + "0" * 64) is False  # authorizes (Basic)
+    seen: list[dict[str, str]] = []
+
+    def record(method: str, url: str, headers: dict[str, str], body: object = None) -> None:
+        seen.append(headers)
+        raise LookupError("recorded, not sent")
+
+    remote._request = record  # type: ignore[method-assign]
+    for url in (f"{dest.url}/v2/team/app/blobs/uploads/x", "http://elsewhere.example:9/upload/x"):
+        with pytest.raises(LookupError):
+            remote._send("PATCH", "team/app", url, {})
+    assert [("Authorization" in headers) for headers in seen] == [True, False]
+    assert _CREDENTIALS.get("replication:dr", "repository:team/app:pull,push")
