@@ -14,13 +14,13 @@ from typing import Any, Callable
 
 import pytest
 
-from tests.e2e.conftest import unavailable
 from tests.support.auth import write_htpasswd
 from tests.support.counting_proxy import CountingProxy
 from tests.support.images import OCI_INDEX, OCI_MANIFEST, build_multiarch
 from tests.support.receiver import Receiver
 from tests.support.server import RegistryServer
-from tests.support.upstreams import Distribution, UpstreamUnavailable, basic, layer, push_blob, push_image, \
+from tests.support.proxy_fixtures import start_upstream  # noqa: F401  (a fixture)
+from tests.support.upstreams import basic, layer, push_blob, push_image, \
     push_manifest
 
 pytestmark = pytest.mark.e2e
@@ -37,14 +37,6 @@ def policy(name: str, url: str, **keys: Any) -> str:
 def configure(workdir: Path, *tables: str) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.toml").write_text("\n".join(tables))
-
-
-def start_cncf(tmp_path: Path, name: str = "cncf", **options: Any) -> Distribution:
-    try:
-        return Distribution(tmp_path / name, **options).start()
-    except UpstreamUnavailable as exc:
-        unavailable(str(exc))
-        raise
 
 
 def digest_at(base: str, name: str, reference: str, authorization: str | None = None) -> str | None:
@@ -76,9 +68,9 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> float:
     return time.monotonic() - started
 
 
-def test_a_skopeo_push_with_a_signature_and_a_delete_reach_both_registries(start_registry, skopeo,
+def test_a_skopeo_push_with_a_signature_and_a_delete_reach_both_registries(start_registry, start_upstream, skopeo,
                                                                            tmp_path: Path) -> None:
-    cncf = start_cncf(tmp_path, credentials=(USER, PASSWORD))
+    cncf = start_upstream("cncf", credentials=(USER, PASSWORD))
     other_dir = tmp_path / "other"
     other_dir.mkdir()
     write_htpasswd(other_dir / "users.htpasswd", {USER: PASSWORD})
@@ -166,8 +158,8 @@ def test_an_outage_of_the_destination_loses_nothing_and_keeps_each_tags_order(st
         receiver.stop()
 
 
-def test_a_kill_9_mid_layer_resumes_without_sending_again(start_registry, tmp_path: Path) -> None:
-    cncf = start_cncf(tmp_path)
+def test_a_kill_9_mid_layer_resumes_without_sending_again(start_registry, start_upstream, tmp_path: Path) -> None:
+    cncf = start_upstream("cncf")
     proxy = CountingProxy(cncf.port).start()
     try:
         # 20 MiB/s: the 200 MiB layer takes ten seconds, and the kill lands in its middle.
@@ -200,4 +192,3 @@ def test_a_kill_9_mid_layer_resumes_without_sending_again(start_registry, tmp_pa
         assert cncf.served("PUT", "/v2/team/big/manifests/v1", 201) == 1
     finally:
         proxy.stop()
-        cncf.stop()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_replication import configure, policy, start_cncf, wait_until
+from tests.e2e.test_replication import configure, policy, wait_until
+from tests.support.proxy_fixtures import start_upstream  # noqa: F401  (a fixture)
 from tests.support.memory import MiB, PeakSampler, total_pss
 from tests.support.upstreams import OCI_CONFIG, OCI_LAYER, OCI_MANIFEST, layer, push_blob, push_manifest
 
@@ -38,9 +39,9 @@ def tags_at(base: str, name: str) -> list[str]:
         return sorted(json.loads(response.read())["tags"] or [])
 
 
-def test_a_scheduled_pull_of_100_tags_brings_the_matching_ones_and_then_nothing(start_registry,
+def test_a_scheduled_pull_of_100_tags_brings_the_matching_ones_and_then_nothing(start_registry, start_upstream,
                                                                                  tmp_path: Path) -> None:
-    cncf = start_cncf(tmp_path)
+    cncf = start_upstream("cncf")
     tags = [f"v{major}.{minor}" for major in (1, 2) for minor in range(50)]
     digests = many_tags(cncf.url, "library/app", tags)
     configure(tmp_path / "server", policy("upstream", cncf.url, direction="pull", trigger="schedule",
@@ -64,8 +65,9 @@ def test_a_scheduled_pull_of_100_tags_brings_the_matching_ones_and_then_nothing(
     assert cncf.log_path.read_text().count('"GET /v2/library/app/blobs/') == blob_gets
 
 
-def test_a_1000_tag_repository_replicates_in_flat_memory(start_registry, tmp_path: Path) -> None:
-    cncf = start_cncf(tmp_path)
+def test_a_1000_tag_repository_replicates_in_flat_memory(start_registry, start_upstream,
+                                                          tmp_path: Path) -> None:
+    cncf = start_upstream("cncf")
     configure(tmp_path / "server", policy("bulk", cncf.url, trigger="manual", concurrency=8))
     source = start_registry()
     tags = [f"build-{n:04d}" for n in range(1000)]
