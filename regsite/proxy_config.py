@@ -4,6 +4,12 @@ Their keys (with defaults) go into ``regsite.config.LISTS``. A prefix is the loc
 upstream; ``host`` is the registry name containerd sends as ``?ns=``. A bad entry stops start-up
 with one line naming it and the key; upstream credentials (``username``, ``password``, or any
 written into the URL) never appear in such a line.
+
+An empty prefix is a root mirror: the whole registry is a read-only copy of one upstream, names one
+to one, as the CNCF registry's proxy mode is (what Docker Engine's ``registry-mirrors`` needs). It is
+then the only entry: beside other prefixes it would answer for every name they do not claim, so an
+upstream repository whose name begins with another prefix (``hub/x`` of docker.io beside a ``hub``
+cache) could never be pulled, and a name's upstream would change when a prefix is added.
 """
 from __future__ import annotations
 
@@ -53,7 +59,10 @@ def check(entries: list[dict[str, Any]]) -> None:
     for index, entry in enumerate(entries):
         where = entry_name("proxy", index, entry, "prefix")
         prefix = entry["prefix"]
-        if not _PREFIX.fullmatch(prefix):
+        if prefixes and (prefix == "" or "" in prefixes):
+            raise ConfigError(f'{where} prefix: a root mirror (prefix = "") must be the only [[proxy]] entry: '
+                              "it answers for every repository name")
+        if prefix and not _PREFIX.fullmatch(prefix):
             raise ConfigError(f"{where} prefix: expected a repository name such as \"hub\", got {prefix!r}")
         for other in prefixes:
             if prefix == other or prefix.startswith(other + "/") or other.startswith(prefix + "/"):

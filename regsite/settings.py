@@ -89,7 +89,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "regsite.staticfiles.StaticFilesStorage"},
 }
 
 # Registry bodies are streamed by the views; Django must never buffer them into memory.
@@ -113,6 +113,8 @@ SERVER_TRUSTED_PROXIES = config.proxy_networks(SVC["server"]["trusted_proxies"])
 # How clients reach the registry ([server] external_url; "" when not set): the Bearer realm and the
 # URLs of webhook events are built from it, never from a Host header (regsite.forwarded.public_base).
 SERVER_EXTERNAL_URL: str = SVC["server"]["external_url"]
+# /ready runs its checks at most once per this many seconds in each process (ops.readiness).
+READY_CACHE_SECONDS: int = SVC["server"]["ready_cache_seconds"]
 
 REGISTRY_STORAGE = SVC["storage"]
 REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])
@@ -164,6 +166,9 @@ AUTH_LOGIN_BACKOFF_MAX: int = SVC["auth"]["login_backoff_max"]
 # Every line is one JSON object (regsite.logs), the request log's (ops.requests) included.
 LOG_LEVEL = SVC["server"]["log_level"].upper()
 LOGGING = logs.config(LOG_LEVEL, {
-    "django.request": {"level": "ERROR"},
+    # Django's own line for each 4xx and 5xx ("Internal Server Error: /v2/..."), logged after the
+    # request's: every response has its request line (ops.requests, at error level for a 5xx), and an
+    # exception its one line with the traceback (registry.errors), so this would log each 5xx twice.
+    "django.request": {"level": "CRITICAL"},
     "ops.requests": {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": False},
 })

@@ -255,3 +255,19 @@ def test_every_token_issued_fits_in_an_authorization_header(client, auth_on) -> 
     token = response.json()["token"]
     assert len("Bearer " + token) <= 8192
     assert client.get(f"/v2/{names[-1]}/tags/list", HTTP_AUTHORIZATION=bearer(token)).status_code == 404
+
+
+class _Stalled:
+    """A request body whose client stopped sending it: the read fails as a cut-off socket's does."""
+
+    def read(self, *_args: object) -> bytes:
+        raise TimeoutError("request body slower than the minimum of 4096 B/s")
+
+    readline = read
+
+
+def test_a_form_the_client_stopped_sending_is_a_400_not_a_500(client, auth_on) -> None:
+    response = client.post("/auth/token", "grant_type=password", content_type="application/x-www-form-urlencoded",
+                           **{"wsgi.input": _Stalled()})
+    assert response.status_code == 400
+    assert response.json()["error"] == "the POST body was not received whole"

@@ -106,7 +106,10 @@ def _form(request: HttpRequest) -> dict[str, list[str]]:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         raise BadRequest("invalid Content-Length") from None
-    raw = request.read(MAX_FORM_BYTES + 1) if declared <= MAX_FORM_BYTES else b"x" * (MAX_FORM_BYTES + 1)
+    try:
+        raw = request.read(MAX_FORM_BYTES + 1) if declared <= MAX_FORM_BYTES else b"x" * (MAX_FORM_BYTES + 1)
+    except OSError:  # the client went away or was cut off (regsite.client_timeouts)
+        raise BadRequest("the POST body was not received whole") from None
     if len(raw) > MAX_FORM_BYTES:
         raise BadRequest(f"the POST body must be at most {MAX_FORM_BYTES} bytes")
     try:

@@ -15,8 +15,12 @@ from registry.policies.rules import ImmutableRule, current
 from registry.services.exceptions import ImmutableTag
 
 
+def _rule(rule: ImmutableRule) -> str:
+    return f"{rule.title} (tags {', '.join(rule.tags)})"
+
+
 def _protected(rule: ImmutableRule, tag: str) -> str:
-    return f"tag {tag!r} is immutable under {rule.title} (tags {', '.join(rule.tags)})"
+    return f"tag {tag!r} is immutable under {_rule(rule)}"
 
 
 def guard(repository: q.RepositoryRow, manifest_id: int, tags: list[str]) -> list[str]:
@@ -51,8 +55,9 @@ def check_delete(repository: q.RepositoryRow, tag: str | None = None, digest: st
     if digest is not None:
         for name in sorted(q.tags_of_digest(repository.id, digest)):
             if rule.covers(name):
-                raise ImmutableTag(f"manifest {digest} carries {_protected(rule, name)} in {repository.name}: "
-                                   "it is never deleted", {"tag": name, "rule": rule.name, "digest": digest})
+                raise ImmutableTag(f"manifest {digest} carries tag {name!r} in {repository.name}, immutable under "
+                                   f"{_rule(rule)}: it is never deleted",
+                                   {"tag": name, "rule": rule.name, "digest": digest})
         _check_needed(rule, repository, "manifest", digest, q.tags_reaching(repository.id, digest, blob=False))
 
 

@@ -147,6 +147,8 @@ def exempt_regex(prefixes: Sequence[str]) -> str | None:
     expression; None without prefixes."""
     if not prefixes:
         return None
+    if "" in prefixes:  # a root mirror: the whole registry
+        return "^"
     # Only "." of a repository name's characters is special, here as in glob_regex; plain groups
     # read the same in Python (SQLite) and PostgreSQL.
     return "^(" + "|".join(prefix.replace(".", r"\.") for prefix in prefixes) + ")(/.*)?$"
@@ -167,7 +169,7 @@ class Policies:
                    tuple(quota_rule(i, e) for i, e in enumerate(quotas)), tuple(exempt))
 
     def exempted(self, repository: str) -> bool:
-        return any(repository == prefix or repository.startswith(prefix + "/") for prefix in self.exempt)
+        return any(not prefix or repository == prefix or repository.startswith(prefix + "/") for prefix in self.exempt)
 
     @property
     def exempt_regex(self) -> str | None:

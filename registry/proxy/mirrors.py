@@ -1,8 +1,10 @@
 """The configured pull-through caches ([[proxy]] tables) and which one a repository name belongs to.
 
 A cache's namespace is its prefix: ``hub/library/alpine`` is ``library/alpine`` of the upstream
-whose prefix is ``hub``. The configuration was checked at start-up (regsite.config): prefixes are
-valid names that do not overlap, URLs carry no credentials.
+whose prefix is ``hub``. A root mirror's prefix is empty: every name is its own, ``library/alpine``
+is the upstream's ``library/alpine``. The configuration was checked at start-up (regsite.config):
+prefixes are valid names that do not overlap, a root mirror is the only cache, URLs carry no
+credentials.
 """
 from __future__ import annotations
 
@@ -36,13 +38,29 @@ class Mirror:
         """How messages name the upstream: its host and port, never its credentials."""
         return urlsplit(self.url).netloc
 
+    @property
+    def root(self) -> bool:
+        """Whether this cache is the whole registry (an empty prefix)."""
+        return not self.prefix
+
+    @property
+    def namespace(self) -> str:
+        """How messages name this cache's part of the registry."""
+        return f"{self.prefix}/" if self.prefix else "this registry"
+
+    def holds(self, name: str) -> bool:
+        """Whether ``name`` (the prefix itself included) is in this cache's namespace."""
+        return self.root or name == self.prefix or name.startswith(self.prefix + "/")
+
     def read_only(self, refused: str = "") -> ReadOnlyNamespace:
         """The refusal of a write into this cache's namespace; ``refused`` names what was refused."""
-        return ReadOnlyNamespace(f"{self.prefix}/ is a read-only pull-through cache of {self.upstream}"
+        return ReadOnlyNamespace(f"{self.namespace} is a read-only pull-through cache of {self.upstream}"
                                  + (f": no {refused} here" if refused else ""))
 
     def upstream_name(self, name: str) -> str:
         """The upstream's name of the local repository ``name`` (which is under this prefix)."""
+        if self.root:
+            return name
         rest = name[len(self.prefix) + 1:]
         if not rest:
             raise NameUnknown(f"{name!r} is the namespace of a pull-through cache, not a repository")
@@ -81,7 +99,7 @@ def configured() -> tuple[Mirror, ...]:
 def find(name: str) -> Mirror | None:
     """The mirror whose namespace holds ``name`` (the prefix itself included), or None."""
     for mirror in configured():
-        if name == mirror.prefix or name.startswith(mirror.prefix + "/"):
+        if mirror.holds(name):
             return mirror
     return None
 

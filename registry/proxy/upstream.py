@@ -167,8 +167,8 @@ class Upstream:
         prefix = self.mirror.prefix
         if _DOWN_UNTIL.get(prefix, 0.0) > time.monotonic():
             metrics.UPSTREAM_ERRORS.labels(prefix, "unavailable").inc()
-            raise UpstreamUnavailable(f"the upstream {self.mirror.upstream} of {prefix}/ was not reachable moments "
-                                      "ago; retry later", max(1, int(DOWN_SECONDS)))
+            raise UpstreamUnavailable(f"the upstream {self.mirror.upstream} of {self.mirror.namespace} was not "
+                                      "reachable moments ago; retry later", max(1, int(DOWN_SECONDS)))
         scope = f"repository:{name}:pull"
         sent = dict(headers)
         credentials = _CREDENTIALS.get(prefix, scope)
@@ -292,8 +292,8 @@ class Upstream:
         metrics.UPSTREAM_ERRORS.labels(prefix, "timeout").inc()
         log.warning("pull-through cache %s: the upstream %s did not answer within %g s (total_timeout_seconds)",
                     prefix, self.mirror.upstream, total)
-        return UpstreamTimedOut(f"the upstream {self.mirror.upstream} of {prefix}/ did not answer within {total:g} s "
-                                "(total_timeout_seconds); retry later", RETRY_AFTER)
+        return UpstreamTimedOut(f"the upstream {self.mirror.upstream} of {self.mirror.namespace} did not answer "
+                                f"within {total:g} s (total_timeout_seconds); retry later", RETRY_AFTER)
 
     def _unreachable(self, exc: Exception) -> UpstreamUnavailable:
         prefix = self.mirror.prefix
@@ -303,5 +303,5 @@ class Upstream:
         # echo what a request carried.
         log.warning("pull-through cache %s: the upstream %s is unreachable (%s)", prefix, self.mirror.upstream,
                     type(exc).__name__)
-        return UpstreamUnavailable(f"the upstream {self.mirror.upstream} of {prefix}/ is not reachable",
+        return UpstreamUnavailable(f"the upstream {self.mirror.upstream} of {self.mirror.namespace} is not reachable",
                                    RETRY_AFTER)
