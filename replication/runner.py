@@ -259,6 +259,7 @@ class Runner:
         self.engine.known.clear()  # what was known to be there may be what failed
         queries.count(name, size=tally.bytes, failures=1)
         if attempts >= MAX_ATTEMPTS:
+            queries.retry_item(item.id, attempts, None, message, 0)  # the row shows every attempt made
             queries.finish_item(item.id, "failed", tally.bytes, message, now)
             log.error("replication %s: %s failed %d times and is given up: %s", name, _shown(item), attempts, message,
                       extra={"policy": name, "item": item.id, "error": message})

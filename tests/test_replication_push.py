@@ -214,3 +214,104 @@ def test_an_upload_location_on_another_host_gets_no_credentials(dest: Distributi
             remote._send("PATCH", "team/app", url, {})
     assert [("Authorization" in headers) for headers in seen] == [True, False]
     assert _CREDENTIALS.get("replication:dr", "repository:team/app:pull,push")
+
+
+def test_a_blob_another_replicated_repository_holds_there_is_mounted(client: Client, dest: Distribution,
+                                                                       policy) -> None:
+    policy()
+    shared = b"shared layer " * 1000
+    push_image(client, "team/a", "v1", layers=[shared])
+    run_until_idle()
+    _body, digest = push_image(client, "team/b", "v1", layers=[shared])
+    run_until_idle()
+    assert remote_digest(dest, "team/b", "v1") == digest
+    mount = "mount=" + digest_of(shared).replace(":", "%3A")
+    mounts = [line for line in dest.log_path.read_text().splitlines()
+              if '"POST /v2/team/b/blobs/uploads/?' in line and mount in line]
+    assert len(mounts) == 1 and '" 201 ' in mounts[0], mounts
+    assert not [line for line in dest.log_path.read_text().splitlines()
+                if '"PUT /v2/team/b/blobs/uploads/' in line and digest_of(shared).split(":")[1] in line]
+
+
+def test_a_tag_moved_at_the_destination_is_moved_back_by_a_push_policy(client: Client, dest: Distribution,
+                                                                        policy) -> None:
+    policy()
+    _body, ours = push_image(client, "team/app", "v1", layers=[b"ours"])
+    run_until_idle()
+    theirs = make_manifest(b'{"architecture":"amd64","os":"linux","by":"someone else"}', [])
+    authorization = basic(USER, PASSWORD)
+    from tests.support import upstreams
+
+    upstreams.push_blob(dest.url, "team/app", b'{"architecture":"amd64","os":"linux","by":"someone else"}',
+                        authorization)
+    upstreams.push_manifest(dest.url, "team/app", "v1", theirs, OCI_MANIFEST, authorization)
+    assert remote_digest(dest, "team/app", "v1") == digest_of(theirs)
+    queries.create_job("dr", "manual", timezone.now())
+    run_until_idle()
+    assert remote_digest(dest, "team/app", "v1") == ours
+    assert Job.objects.get(trigger="manual").done == 1
+
+
+def test_an_item_refused_five_times_is_failed_and_the_tags_next_change_goes_on(client: Client, dest: Distribution,
+                                                                                policy, monkeypatch) -> None:
+    from replication.remote import Remote, RemoteError
+
+    policy()
+    put = Remote.put_manifest
+    refused: list[str] = []
+
+    def refuse_the_first(self: Remote, repo: str, reference: str, body: bytes, media_type: str) -> dict[str, str]:
+        if b"refused" in body:
+            refused.append(reference)
+            raise RemoteError("the destination refused the manifest (MANIFEST_INVALID)", transient=False)
+        return put(self, repo, reference, body, media_type)
+
+    monkeypatch.setattr(Remote, "put_manifest", refuse_the_first)
+    push_image(client, "team/app", "v1", layers=[b"x"], annotations={"note": "refused"})
+    _body, second = push_image(client, "team/app", "v1", layers=[b"y"])
+    run_until_idle(ignore_backoff=True)
+    assert len(refused) == 5
+    first, last = Item.objects.filter(tag="v1").order_by("id")
+    assert (first.state, first.attempts) == ("failed", 5) and "MANIFEST_INVALID" in first.note
+    assert last.state == "done" and remote_digest(dest, "team/app", "v1") == second
+    assert PolicyState.objects.get(name="dr").failures == 5
+
+
+def test_a_429_with_retry_after_backs_the_policy_off_for_as_long(client: Client, policy) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Busy(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            self.send_response(429)
+            self.send_header("Retry-After", "120")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_HEAD = do_POST = do_PUT = answer  # noqa: N815 (the http.server names)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        policy(url=f"http://127.0.0.1:{server.server_port}")
+        push_image(client, "team/app", "v1")
+        from replication.feed import find
+        from replication.runner import Runner
+
+        before = timezone.now()
+        runner = Runner(find("dr"))  # type: ignore[arg-type]
+        runner.step()
+        for _key, future in list(runner.running.values()):
+            future.result()
+        runner.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    state = PolicyState.objects.get(name="dr")
+    assert state.attempts == 1 and state.failures == 1
+    # backoff(1) alone would be about a second: the Retry-After of 120 s is what holds.
+    assert (state.next_attempt_at - before).total_seconds() >= 119
+    assert Item.objects.get().state == "pending"
