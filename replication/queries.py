@@ -295,13 +295,15 @@ def backoff_until(name: str) -> datetime | None:
     return PolicyState.objects.filter(name=name).values_list("next_attempt_at", flat=True).first()
 
 
-def remote_failed(name: str, error: str, now: datetime, next_attempt_at: datetime) -> int:
-    """Record a transient failure against the remote; the failed attempts in a row."""
+def remote_failed(name: str, error: str, now: datetime, started: datetime, attempts: int,
+                  next_attempt_at: datetime) -> bool:
+    """Record a transient failure against the remote as failed attempt ``attempts``, unless another
+    item that ran beside this one (one started at ``started``) has recorded it already: the items of
+    one step fail together and are one attempt of the backoff. Whether it was recorded."""
     state(name)
-    PolicyState.objects.filter(name=name).update(attempts=F("attempts") + 1, next_attempt_at=next_attempt_at,
-                                                 last_error=error[:1000], last_error_at=now,
-                                                 failures=F("failures") + 1)
-    return PolicyState.objects.filter(name=name).values_list("attempts", flat=True).get()
+    return bool(PolicyState.objects.filter(Q(last_error_at__isnull=True) | Q(last_error_at__lt=started), name=name)
+                .update(attempts=attempts, next_attempt_at=next_attempt_at, last_error=error[:1000],
+                        last_error_at=now, failures=F("failures") + 1))
 
 
 def remote_ok(name: str, now: datetime) -> int:

@@ -26,7 +26,7 @@ import re
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Callable
 
 from django.db import connection, transaction
@@ -213,13 +213,13 @@ class Runner:
 
     def _run(self, item: ItemRow) -> None:
         name = self.policy.name
-        tally = Tally()
+        tally, started = Tally(), timezone.now()
         try:
             with context.acting_as(f"replication:{name}"):
                 outcome = self.engine.run(item, tally)
         except RemoteError as exc:
             if exc.transient:
-                self._unreachable(item, exc, tally)
+                self._unreachable(item, exc, tally, started)
             else:
                 self._failed(item, exc.message, tally)
         except RegistryError as exc:
@@ -241,14 +241,16 @@ class Runner:
             self.wake.set()
             db.release()
 
-    def _unreachable(self, item: ItemRow, exc: RemoteError, tally: Tally) -> None:
+    def _unreachable(self, item: ItemRow, exc: RemoteError, tally: Tally, started: datetime) -> None:
         name, now = self.policy.name, timezone.now()
         attempts = queries.state(name).attempts + 1
         delay = max(backoff(attempts), exc.retry_after)
-        queries.remote_failed(name, exc.message, now, now + timedelta(seconds=delay))
+        recorded = queries.remote_failed(name, exc.message, now, started, attempts, now + timedelta(seconds=delay))
         queries.retry_item(item.id, item.attempts, None, exc.message, tally.bytes)
         queries.count(name, size=tally.bytes)
         self.failing = True
+        if not recorded:
+            return  # an item beside it failed first and logged the attempt
         log.warning("replication %s: %s (%s), attempt %d; next attempt in %.0f s", name, exc.message, _shown(item),
                     attempts, delay, extra={"policy": name, "error": exc.message, "attempt": attempts,
                                             "retry_in_seconds": delay})

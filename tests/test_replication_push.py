@@ -315,3 +315,24 @@ def test_a_429_with_retry_after_backs_the_policy_off_for_as_long(client: Client,
     # backoff(1) alone would be about a second: the Retry-After of 120 s is what holds.
     assert (state.next_attempt_at - before).total_seconds() >= 119
     assert Item.objects.get().state == "pending"
+
+
+def test_items_failing_together_count_as_one_attempt_of_the_backoff(client: Client, policy) -> None:
+    policy(url="http://127.0.0.1:9", concurrency=4)  # nothing listens
+    for tag in ("a", "b", "c", "d"):
+        push_image(client, "team/app", tag)
+    from replication.feed import find
+    from replication.runner import Runner
+
+    before = timezone.now()
+    runner = Runner(find("dr"))  # type: ignore[arg-type]
+    runner.step()
+    assert len(runner.running) == 4
+    for _key, future in list(runner.running.values()):
+        future.result()
+    runner.close()
+    state = PolicyState.objects.get(name="dr")
+    # One attempt of the policy (four of its items at once), so the first backoff: not 2 ** 3 s.
+    assert (state.attempts, state.failures) == (1, 1)
+    assert (state.next_attempt_at - before).total_seconds() < 5
+    assert Item.objects.filter(state="pending").count() == 4

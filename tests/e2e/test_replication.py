@@ -9,6 +9,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -132,16 +133,20 @@ def test_an_outage_of_the_destination_loses_nothing_and_keeps_each_tags_order(st
         configure(tmp_path / "server", policy("dr", f"http://127.0.0.1:{port}"))
         source = start_registry()
         pushed: dict[str, list[str]] = {}
-        for round_ in range(4):
-            for tag in ("a", "b", "c", "d", "e"):
-                image = push_image(source.url, "team/app", tag, layers=1, layer_size=1024, seed=f"{tag}{round_}")
-                pushed.setdefault(tag, []).append(image.digest)
+        with ThreadPoolExecutor(5) as pool:  # the five tags at once, each tag's pushes in turn
+            for round_ in range(4):
+                seeds = [f"{tag}{round_}" for tag in "abcde"]
+                images = pool.map(lambda seed: push_image(source.url, "team/app", seed[0], layers=1, layer_size=1024,
+                                                          seed=seed), seeds)
+                for seed, image in zip(seeds, images, strict=True):
+                    pushed.setdefault(seed[0], []).append(image.digest)
         wait_until(lambda: source.metric("registry_replication_failures_total", policy="dr") >= 1, 30,
                    "a failed attempt against the unreachable destination")
         assert source.metric("registry_replication_pending", policy="dr") == 20
         assert source.metric("registry_replication_lag_seconds", policy="dr") > 0
         with relay(("127.0.0.1", port), ("127.0.0.1", dest.port)):
-            took = wait_until(lambda: source.metric("registry_replication_pending", policy="dr") == 0, 60,
+            # The backoff doubles while the pushes go on: up to 16 s or so of it here, more when loaded.
+            took = wait_until(lambda: source.metric("registry_replication_pending", policy="dr") == 0, 120,
                               "the 20 pushes at the destination")
         print(f"the 20 pushes at the destination {took:.1f} s after it came back")
         for tag, digests in pushed.items():
@@ -188,6 +193,8 @@ def test_a_kill_9_mid_layer_resumes_without_sending_again(start_registry, start_
             uploads = [line for line in cncf.log_path.read_text().splitlines()
                        if '"PUT /v2/team/big/blobs/uploads/' in line and digest_.replace(":", "%3A") in line]
             assert len(uploads) == 1, (digest_, uploads)
+        # The tag is visible before the registry logs the PUT that set it (it logs once it has answered).
+        wait_until(lambda: cncf.served("PUT", "/v2/team/big/manifests/v1") > 0, 10, "the manifest PUT's log line")
         assert cncf.served("PUT", "/v2/team/big/manifests/v1", 201) == 1
     finally:
         proxy.stop()
