@@ -112,6 +112,9 @@ def test_a_skopeo_push_with_a_signature_and_a_delete_reach_both_registries(start
     assert urllib.request.urlopen(request, timeout=10).status == 202
     wait_until(lambda: all(digest_at(base, "team/app", "v1", auth) is None for base, auth in targets), 30,
                "the tag delete at both registries")
+    # The registry logs a request once it has answered it: the tag can be gone before its line is there.
+    wait_until(lambda: cncf.served("DELETE", f"/v2/team/app/manifests/{image.digest}") > 0, 10,
+               "the delete by digest in the CNCF registry's log")
     assert cncf.served("DELETE", "/v2/team/app/manifests/v1", 400) == 1  # it deletes no tag alone
     assert cncf.served("DELETE", f"/v2/team/app/manifests/{image.digest}", 202) == 1
     log = source.log_path.read_text()
