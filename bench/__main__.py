@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import access, failover, notify, proxy, report
+from bench import access, failover, notify, proxy, replicate, report
 from bench.profile import Recorder, summarise
 from bench.servers import (
     BENCH_PASSWORD,
@@ -86,6 +86,13 @@ class Servers:
             "ours-hooks": Ours(self.scratch / "ours-hooks", config=notify.hooks_config())
             if "notify" in pairs else None,
             "cncf-proxy": cncf,
+            "ours-repl": Ours(self.scratch / "ours-repl", config=replicate.source_config(self.scratch))
+            if "repl" in pairs else None,
+            "ours-paused": Ours(self.scratch / "ours-paused", config=replicate.event_config(self.scratch, False))
+            if "repl-push" in pairs else None,
+            "ours-mirrored": Ours(self.scratch / "ours-mirrored", config=replicate.event_config(self.scratch, True))
+            if "repl-live" in pairs else None,
+            "ours-unmirrored": Ours(self.scratch / "ours-unmirrored") if pairs & {"repl-push", "repl-live"} else None,
         }
         self.started = [s for s in servers.values() if s is not None]
         errors: list[BaseException] = []
@@ -122,6 +129,15 @@ class Servers:
         if "notify" in pairs:
             self.sides["notify"] = (self._side("ours hooks", servers["ours-hooks"], None, "ours-hooks"),
                                     self._side("ours no hooks", servers["ours-quiet"], None, "ours-quiet"))
+        if "repl" in pairs:
+            self.sides["repl"] = (self._side(replicate.OURS, servers["ours-repl"], None, "ours-replicate"),
+                                  self._side(replicate.SKOPEO, servers["ours-repl"], None, "skopeo-sync"))
+        if "repl-push" in pairs:
+            self.sides["repl-push"] = (self._side(replicate.PAUSED, servers["ours-paused"], None, "ours-paused"),
+                                       self._side(replicate.PLAIN, servers["ours-unmirrored"], None, "ours-plain-1"))
+        if "repl-live" in pairs:
+            self.sides["repl-live"] = (self._side(replicate.MIRRORED, servers["ours-mirrored"], None, "ours-mirrored"),
+                                       self._side(replicate.PLAIN, servers["ours-unmirrored"], None, "ours-plain-2"))
         token = servers["ours-auth"].token if auth else None
         if "bearer" in pairs and token:
             self.sides["bearer"] = (self._side("ours", servers["ours-auth"], f"Bearer {token}", "ours-bearer"),
@@ -162,6 +178,7 @@ class Servers:
         if self.relay is not None:
             self.relay.close()
         notify.stop_receivers()
+        replicate.stop_destinations()
 
 
 def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes, rounds: int,

@@ -602,11 +602,13 @@ def _register_tables() -> None:
     # Features declare their tables in their own modules, which need the names above.
     from notifications import endpoints
     from regsite import access_config, policy_config, proxy_config
+    from replication import policies as replication
 
     access_config.register(LISTS, CROSS_CHECKS)
     proxy_config.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
     policy_config.register(LISTS, LIST_VALIDATORS, CROSS_CHECKS)
     endpoints.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
+    replication.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
 
 
 _register_tables()
