@@ -200,6 +200,9 @@ class Runner:
         blocked = _Blocked()
         for key, _future in self.running.values():
             blocked.add(key)
+        # The items handed out together share one start: when the remote fails them all, that is one
+        # attempt of the backoff, however late a loaded pool gets round to running some of them.
+        dispatched = timezone.now()
         for item in queries.window(self.policy.name, WINDOW):
             key = (item.repository, item.tag or None)
             if item.id in self.running or blocked.conflicts(key) or (
@@ -207,13 +210,13 @@ class Runner:
                 blocked.add(key)
                 continue
             blocked.add(key)
-            self.running[item.id] = (key, self.pool.submit(self._run, item))
+            self.running[item.id] = (key, self.pool.submit(self._run, item, dispatched))
             if len(self.running) >= self.policy.concurrency:
                 return
 
-    def _run(self, item: ItemRow) -> None:
+    def _run(self, item: ItemRow, started: datetime) -> None:
         name = self.policy.name
-        tally, started = Tally(), timezone.now()
+        tally = Tally()
         try:
             with context.acting_as(f"replication:{name}"):
                 outcome = self.engine.run(item, tally)
