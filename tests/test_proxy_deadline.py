@@ -97,17 +97,18 @@ def test_a_blob_trickling_in_ends_at_the_deadline_with_504(client, settings, tri
 
 
 def test_a_large_blob_arriving_at_an_honest_pace_is_stored_past_the_deadline(client, settings, trickling) -> None:
-    # 4 MiB at about 1.25 MiB/s take longer than the 2 s deadline: bytes that arrive earn time (a second
+    # 8 MiB at about 2.5 MiB/s take longer than the 2 s deadline: bytes that arrive earn time (a second
     # per MiB), or a layer slower than the deadline would be fetched again by every retry, never stored.
-    server = trickling(layer_size=4 * 1024 * 1024, chunk=64 * 1024)
-    server.interval = 0.05
+    # The pace is well over the earning rate so that a loaded machine slowing it twofold still keeps up.
+    server = trickling(layer_size=8 * 1024 * 1024, chunk=64 * 1024)
+    server.interval = 0.025
     slow_cache(settings, server)
 
     def pull() -> tuple[int, bytes]:
         response = client.get(f"/v2/slow/library/app/blobs/{server.layer_digest}")
         return response.status_code, b"".join(response.streaming_content)
 
-    (status, body), seconds = timed(pull, 20)
+    (status, body), seconds = timed(pull, 30)
     assert status == 200 and body == server.layer
     assert seconds > DEADLINE
     stored = client.head(f"/v2/slow/library/app/blobs/{server.layer_digest}")
