@@ -179,6 +179,9 @@ def _page(summary: str, operation_id: str, description: str, methods: tuple[str,
             responses = {"200": _html("An HTML page."),
                          "302": {"description": "With auth on and no session: to the sign-in page."},
                          "404": _html("Nothing here.")}
+            if any(parameter["in"] == "query" for parameter in parameters or []):
+                responses["400"] = response("A query parameter that is not text (a NUL character), refused "
+                                            "before the page runs.", ref("schemas", "JsonError"))
         responses["405"] = _html("Method not allowed.")
         item[method] = {"tags": ["web UI"], "summary": summary, "description": description,
                         "operationId": f"{operation_id}{method.capitalize()}", "security": PUBLIC,
