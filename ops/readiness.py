@@ -106,8 +106,9 @@ def storage_low() -> str | None:
     return None
 
 
-# Reported in /ready's body without making it fail.
-INFORMATIONAL = frozenset({"storage_low"})
+# Reported in /ready's body without making it fail: without the directory or the OpenID provider,
+# htpasswd users and API tokens still get in.
+INFORMATIONAL = frozenset({"storage_low", "ldap", "oidc"})
 
 
 def _unreadable(path: Path, what: str) -> str | None:
@@ -145,6 +146,12 @@ def token_storage() -> str | None:
     return None
 
 
+def ldap() -> str | None:
+    from tokens import directory
+
+    return directory.ready()
+
+
 def checks() -> dict[str, Check]:
     # On object storage the probe write is the bucket check, and there is no device to be full.
     selected: dict[str, Check] = {"database": database, "storage": storage}
@@ -156,6 +163,8 @@ def checks() -> dict[str, Check]:
             selected["groups"] = groups_file
         if settings.AUTH_TOKEN_BACKEND == "files":
             selected["tokens"] = token_storage
+        if settings.LDAP["url"]:
+            selected["ldap"] = ldap
     return selected
 
 

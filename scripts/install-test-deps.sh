@@ -23,6 +23,13 @@ command -v dockerd >/dev/null || need+=(docker.io)
 # The CNCF registry (distribution 2.8) as the upstream of the pull-through cache tests and the
 # reference of the benchmark.
 command -v docker-registry >/dev/null || need+=(docker-registry)
+# Identity servers for the sign-in tests: OpenLDAP (tests/support/slapd.py) with its client tools,
+# and the OpenID Connect provider glewlwyd (tests/support/glewlwyd.py).
+[ -x /usr/sbin/slapd ] || need+=(slapd)
+command -v ldapadd >/dev/null || need+=(ldap-utils)
+command -v glewlwyd >/dev/null || need+=(glewlwyd)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
+command -v openssl >/dev/null || need+=(openssl)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

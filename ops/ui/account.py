@@ -10,7 +10,7 @@ from django.urls import reverse
 from ops.ui import access
 from ops.ui.access import UiRequest, error_page, page, ui_view
 from ops.ui.forms import RevokeForm, SignInForm, TokenForm, globs
-from tokens import services
+from tokens import directory, services
 from tokens.access import Role
 from tokens.login import password_login
 from tokens.services import InvalidTokenRequest, TokenNotFound, TooManyTokens
@@ -34,14 +34,18 @@ def sign_in(request: UiRequest) -> HttpResponse:
     if form.is_valid():
         username, password = form.cleaned_data["username"], form.cleaned_data["password"]
         try:
-            if password_login(request, username, password):
-                access.sign_in(request, username)
+            principal = password_login(request, username, password)
+            if principal is not None:
+                access.sign_in(request, username, principal)
                 return HttpResponseRedirect(target)
             form.add_error(None, "Wrong username or password.")
             status = 400
         except Throttled as exc:
             retry_after, status = exc.retry_after, 429
             form.add_error(None, f"Too many failed sign-ins. Try again in {retry_after} seconds.")
+        except directory.Unavailable as exc:
+            retry_after, status = exc.retry_after, 503
+            form.add_error(None, f"The directory cannot be reached. Try again in {retry_after} seconds.")
     elif form.is_bound:
         status = 400
     response = page(request, "sign_in.html", {"form": form, "next": target, "hide_sign_in": True},
