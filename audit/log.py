@@ -27,6 +27,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from audit import queries
+from regsite import text
 from regsite.forwarded import client_address
 
 log = logging.getLogger("audit")
@@ -91,9 +92,9 @@ def _actor(request: HttpRequest | None) -> tuple[str, Kind, str]:
 def _text(value: str, most: int) -> str:
     """What a client sent, as every database and terminal takes it: a NUL or a lone surrogate (a
     claimed username may hold one) written out."""
-    if value.isprintable() or all(" " <= c < "\ud800" or c > "\udfff" for c in value):
+    if text.problem(value) is None:
         return value[:most]
-    return value.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")[:most]
+    return text.printable(value.replace(text.NUL, "\\x00"))[:most]
 
 
 def record(action: str, *, repository: str = "", reference: str = "", digest: str = "",

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
@@ -169,3 +169,10 @@ def test_text_no_database_takes_is_written_out(teams) -> None:
     audit.record("sign-in", repository="al\x00ice", detail="bad \udc80 text", outcome=audit.Outcome.FAILED)
     [event] = audit_json()
     assert (event["repository"], event["detail"]) == ("al\\x00ice", "bad \\udc80 text")
+
+
+@pytest.mark.parametrize("option", ["--actor", "--repository", "--action"])
+def test_the_command_refuses_a_filter_no_database_takes(teams, option: str) -> None:
+    # An argument holds a lone surrogate when the terminal sent bytes that are no UTF-8 ("\xff").
+    with pytest.raises(CommandError, match=f"^{option}: is not valid Unicode text"):
+        call_command("audit", option, "al\udcffice", stdout=io.StringIO())

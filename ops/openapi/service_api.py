@@ -24,7 +24,7 @@ def _token_op(summary: str, operation_id: str, request_schema: str, ok_status: s
                         {"error": "the request body must be JSON, sent with Content-Type: application/json",
                          "field": "body"}),
         "429": response("This client address failed too many logins ([auth] login_failures) and must wait "
-                        "`Retry-After` seconds (see the README's Security section).",
+                        "`Retry-After` seconds (see docs/security.md).",
                         ref("schemas", "JsonError"), headers={"Retry-After": ref("headers", "RetryAfter")}),
     }
     if not_found:
@@ -88,7 +88,7 @@ def bearer_token_path() -> Spec:
         "401": refused,
         "405": ref("responses", "JsonMethodNotAllowed"),
         "429": response("This client address failed too many logins ([auth] login_failures) and must wait "
-                        "`Retry-After` seconds (see the README's Security section).",
+                        "`Retry-After` seconds (see docs/security.md).",
                         ref("schemas", "AuthError"), headers={"Retry-After": ref("headers", "RetryAfter")}),
     }
     description = ("Open even with auth on: it checks the credentials it is given. Clients reach it from "

@@ -1,4 +1,4 @@
-"""Pull-through caches of other registries, configured by [[proxy]] tables (README: Pull-through cache).
+"""Pull-through caches of other registries, configured by [[proxy]] tables (docs/pull-through-cache.md).
 
 Each mirrors one upstream under a read-only prefix. The views call in through ``mirrored`` and the
 three functions below; cached content is then ordinary content for everything else (catalog, UI,

@@ -119,6 +119,7 @@ from registry.queries.tags import (
     tags_for_removal,
     tags_of,
     tags_of_digest,
+    tags_reaching,
 )
 from registry.queries.uploads import (
     Session,
@@ -169,6 +170,7 @@ __all__ = [
     # tags
     "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",
     "tag_digests", "tag_targets", "tagged_manifests", "tags_for_removal", "tags_of", "tags_of_digest",
+    "tags_reaching",
     # uploads
     "Session", "acquire_session", "count_live_sessions", "delete_idle_session", "delete_session", "idle_sessions",
     "insert_session", "known_sessions", "multipart_upload_ids", "read_session", "release_session", "renew_session",

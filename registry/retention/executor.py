@@ -14,7 +14,7 @@ distribution.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Callable
 
 from django.db import transaction
@@ -37,13 +37,29 @@ def _silent(_line: str) -> None:
 class Outcome:
     repositories: int = 0
     tags: int = 0
-    manifests: int = 0
+    manifests: int = 0  # the next collection removes them
+    waiting: int = 0  # left untagged, kept for their age: --delete-untagged removes them
+    kept: int = 0  # left untagged, kept by the rule's pulled_within_days
 
     def summary(self, dry_run: bool) -> str:
+        """Says what the next collection removes only when it removes something."""
         verb = "would remove" if dry_run else "removed"
-        return (f"retention: {verb} {_count(self.tags, 'tag')} in {_count(self.repositories, 'repository')}; "
-                f"the next garbage collection removes {_count(self.manifests, 'manifest')}, then the blobs "
-                "only they use")
+        parts = [f"retention: {verb} {_count(self.tags, 'tag')} in {_count(self.repositories, 'repository')}"]
+        if self.manifests:
+            parts.append(f"the next garbage collection removes {_count(self.manifests, 'manifest')}, then the blobs "
+                         "only they use that are older than its grace period")
+        if self.waiting:
+            parts.append(f"{_count(self.waiting, 'manifest')} whose tags go {_stay(self.waiting)} until their rule's "
+                         "untagged_after_hours has passed since the push, or garbagecollect --delete-untagged "
+                         "removes them")
+        if self.kept:
+            parts.append(f"{_count(self.kept, 'manifest')} whose tags go {_stay(self.kept)}, pulled within "
+                         "pulled_within_days")
+        return "; ".join(parts)
+
+
+def _stay(number: int) -> str:
+    return "stays" if number == 1 else "stay"
 
 
 def _count(number: int, noun: str) -> str:
@@ -64,15 +80,17 @@ def snapshot(repository_id: int, name: str) -> planner.Snapshot:
     )
 
 
-def collectable(repository_id: int, name: str, now: datetime | None = None) -> dict[int, str] | None:
+def collectable(repository_id: int, name: str, now: datetime | None = None,
+                at_most: timedelta | None = None) -> dict[int, str] | None:
     """The manifests a collection may remove from a repository a rule covers (id -> digest); None
-    when no rule covers it."""
+    when no rule covers it. ``at_most``: untagged manifests older than this go too, unless the
+    rule keeps them by pulls (garbagecollect --delete-untagged, with its grace period)."""
     policies = current()
     rule = policies.retention_for(name)
     if rule is None:
         return None
     return planner.collectable(snapshot(repository_id, name), rule, policies.immutable_for(name),
-                               now or timezone.now())
+                               now or timezone.now(), at_most)
 
 
 ACTOR = "retention"  # who the delete events of removed tags name
@@ -95,7 +113,7 @@ def _run(dry_run: bool, report: Report, now: datetime | None) -> Outcome:
             continue
         moment = now or timezone.now()
         plan = planner.plan(snapshot(repository_id, name), rule, policies.immutable_for(name), moment)
-        if not plan.tags and not plan.manifests:
+        if not plan.tags and not plan.manifests and not plan.kept:
             continue
         outcome.repositories += 1
         removed = {r.tag.id for r in plan.tags} if dry_run else _remove_tags(name, plan.tags)
@@ -112,7 +130,11 @@ def _run(dry_run: bool, report: Report, now: datetime | None) -> Outcome:
         for doomed in plan.manifests:
             if doomed.manifest.id in going:
                 report(f"the next collection removes manifest {name}@{doomed.manifest.digest}: {doomed.reason}")
+        for kept in plan.kept:
+            report(f"manifest {name}@{kept.manifest.digest}: {kept.reason}")
         outcome.manifests += len(going)
+        outcome.waiting += sum(kept.waiting for kept in plan.kept)
+        outcome.kept += sum(not kept.waiting for kept in plan.kept)
     return outcome
 
 

@@ -42,7 +42,7 @@ class BackupResult:
 def backup(dest: Path, report: Callable[[str], None] = lambda _line: None) -> BackupResult:
     if settings.REGISTRY_STORAGE["backend"] != "filesystem":
         raise BackupError("manage.py backup copies a filesystem registry; on S3 back up the database "
-                          "(pg_dump) and the bucket as the README's Backup section says")
+                          "(pg_dump) and the bucket as docs/storage.md (Backup and restore) says")
     if dest.exists() and any(dest.iterdir()):
         raise BackupError(f"{dest} is not empty")
     dest.mkdir(parents=True, exist_ok=True)

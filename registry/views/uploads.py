@@ -34,10 +34,11 @@ def _created(name: str, info: blobs.BlobInfo) -> HttpResponse:
 def upload_start(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     mount = request.GET.get("mount")
     if mount:
-        # Only from a repository the caller may pull (tokens.authz); else a plain upload starts, as
-        # for a blob the source does not hold, which tells nothing about the source.
+        # Only from a repository the caller may pull: a signed token scoped to one repository must
+        # not read another's blob by naming its digest (the middleware checks a named ``from``).
         principal = request.principal
-        mounted = blobs.mount(name, mount, request.GET.get("from"), lambda source: principal.may(Action.PULL, source))
+        mounted = blobs.mount(name, mount, request.GET.get("from"),
+                              lambda source: principal.may(Action.PULL, source))
         if mounted is not None:
             return _created(name, mounted)
     digest = request.GET.get("digest")

@@ -6,7 +6,7 @@ pulls, tag listing, referrers and deletes all pass that way, and the tokens are 
 
 The suite itself (opencontainers/distribution-spec v1.1.1, conformance/) was built from its source
 and passed 75 of 75 runnable specs against this configuration; it is not run here because its Go
-modules cannot be fetched from this machine (README, "Testing against the OCI conformance suite").
+modules cannot be fetched from this machine (docs/api.md, the OCI conformance suite).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""containerd with this registry as its docker.io mirror (hosts.toml, as the README shows it) pulls
+"""containerd with this registry as its docker.io mirror (hosts.toml, as docs/pull-through-cache.md shows it) pulls
 ``docker.io/library/...`` through the cache: its requests carry ``?ns=docker.io`` and reach the
 ``[[proxy]]`` whose host is docker.io. Nothing reaches the internet: the only host in hosts.toml is
 the cache, and the real registry-1.docker.io would not answer here."""

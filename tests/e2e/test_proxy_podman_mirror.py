@@ -1,4 +1,4 @@
-"""podman with the cache as docker.io's mirror in registries.conf (the README's example, with the
+"""podman with the cache as docker.io's mirror in registries.conf (the example of docs/pull-through-cache.md, with the
 cache's prefix in the mirror location) pulls ``docker.io/library/...`` through it, without the
 internet: the mirror is the only place it can come from."""
 from __future__ import annotations

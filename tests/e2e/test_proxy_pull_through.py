@@ -80,7 +80,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     started: list[Distribution | RegistryServer] = []
     cache = RegistryServer(root / "cache", env_overrides={
         "SVC_AUTH_ENABLED": "true",
-        # The credentials come from the environment, as the README advises, not from the file.
+        # The credentials come from the environment, as the documentation advises, not from the file.
         **{f"SVC_PROXY_{n}_PASSWORD": SECRETS[prefix] for n, prefix in enumerate(("a", "b", "hub"))},
     }, workers=2)
     try:

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone as django_timezone
 
 from audit import log, queries
-from regsite import tables
+from regsite import tables, text
 from regsite.config import PATHS_NOTE
 
 COLUMNS = ("TIME", "ACTOR", "ADDRESS", "ACTION", "REPOSITORY", "REFERENCE", "OUTCOME", "DETAIL")
@@ -59,6 +59,10 @@ class Command(BaseCommand):
                 total += removed
             self.stdout.write(f"removed {total} events older than {settings.AUDIT_RETENTION_DAYS} days")
             return
+        for option in ("actor", "repository", "action"):
+            why = text.problem(options[option])
+            if why:
+                raise CommandError(f"--{option}: {why}")
         filters = queries.Filters(
             since=moment(options["since"]) if options["since"] else None,
             until=moment(options["until"]) if options["until"] else None,

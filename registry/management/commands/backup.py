@@ -13,7 +13,7 @@ class Command(BaseCommand):
     help = (
         "Copy the database (SQLite's online backup, or pg_dump), then the blob data (hard links when "
         "DEST is on the same filesystem), token files, the htpasswd file and the session key into DEST, "
-        "an empty directory, while holding the garbage collector's lock. Restore: see the README."
+        "an empty directory, while holding the garbage collector's lock. Restore: see docs/storage.md."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -40,8 +40,10 @@ class Command(BaseCommand):
         except (services.InvalidTokenRequest, services.TooManyTokens) as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(created.token)
+        article = "an" if created.role[0] in "aeiou" else "a"
         limited = f" on {', '.join(created.repositories)}" if created.repositories else ""
         self.stderr.write(
-            f"Created a {created.role} token{limited} for {options['username']}, hash_prefix {created.hash_prefix}, "
+            f"Created {article} {created.role} token{limited} for {options['username']}, "
+            f"hash_prefix {created.hash_prefix}, "
             f"expiring {created.expires_at:%Y-%m-%d %H:%M} UTC. Store it now: it is not shown again."
         )

@@ -1,4 +1,4 @@
-"""The README's Quick start says what `make test` installs and what `make lint` checks: held to the
+"""The contributors' page says what `make test` installs and what `make lint` checks: held to the
 install script and to pyproject's mypy settings, so that adding a tool or an app updates the text."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
+README = (REPO / "docs" / "contributing.md").read_text()
 
 
 def _make_test_comment() -> str:
-    """The comment lines of ``make test`` in the Quick start's block (up to ``make lint``)."""
+    """The comment lines of ``make test`` in the page's first block (up to ``make lint``)."""
     block = README[README.index("make test    #"):README.index("make lint    #")]
     return " ".join(line.split("#", 1)[1] for line in block.splitlines() if "#" in line)
 
