@@ -172,6 +172,12 @@ def ldap() -> str | None:
     return directory.ready()
 
 
+def oidc() -> str | None:
+    from ops.ui import oidc as provider
+
+    return provider.ready()
+
+
 def checks() -> dict[str, Check]:
     # On object storage the probe write is the bucket check, and there is no device to be full.
     selected: dict[str, Check] = {"database": database, "storage": storage}
@@ -185,6 +191,8 @@ def checks() -> dict[str, Check]:
             selected["tokens"] = token_storage
         if settings.LDAP["url"]:
             selected["ldap"] = ldap
+        if settings.OIDC["issuer"]:
+            selected["oidc"] = oidc
     return selected
 
 

@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from ops.ui import access
+from ops.ui import access, oidc
 from ops.ui.access import UiRequest, error_page, page, ui_view
 from ops.ui.forms import RevokeForm, SignInForm, TokenForm, globs
 from tokens import directory, services
@@ -48,8 +48,9 @@ def sign_in(request: UiRequest) -> HttpResponse:
             form.add_error(None, f"The directory cannot be reached. Try again in {retry_after} seconds.")
     elif form.is_bound:
         status = 400
-    response = page(request, "sign_in.html", {"form": form, "next": target, "hide_sign_in": True},
-                    status)
+    response = page(request, "sign_in.html", {"form": form, "next": target, "hide_sign_in": True,
+                                              "oidc_label": oidc.label() if oidc.configured() else "",
+                                              "oidc_url": oidc.start_url(target)}, status)
     if retry_after:
         response["Retry-After"] = str(retry_after)
     return response
