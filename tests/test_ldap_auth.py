@@ -164,3 +164,14 @@ def test_ready_reports_the_directory_without_failing_for_it(ldap_on) -> None:
     finally:
         ldap_on.start()
         directory.clear_cache()
+
+
+def test_the_audit_log_names_the_identity_source(ldap_on) -> None:
+    from audit.models import AuditEvent
+
+    as_ldap("ldap-ann").post(PUSH.format("team-b/app"))  # refused: recorded
+    Client(HTTP_AUTHORIZATION=basic("alice", "wonderland")).post(PUSH.format("team-b/app"))
+    Client().post("/ui/sign-in", {"username": "ldap-ben", "password": "ben-secret"})
+    sources = {(event.actor, event.action): event.source for event in AuditEvent.objects.all()}
+    assert sources[("ldap-ann", "push")] == "ldap" and sources[("alice", "push")] == "htpasswd"
+    assert sources[("ldap-ben", "sign-in")] == "ldap"

@@ -178,3 +178,10 @@ def oidc_on_hours(client: Client) -> int:
 
 def test_ready_reports_the_provider(oidc_on) -> None:
     assert Client().get("/ready").json()["checks"]["oidc"] == "ok"
+
+
+def test_the_audit_log_names_oidc_as_the_source(oidc_on) -> None:
+    from audit.models import AuditEvent
+
+    assert sign_in(oidc_on, Client(), "oscar").status_code == 302
+    assert AuditEvent.objects.get(actor="oscar", action="sign-in").source == "oidc"

@@ -37,6 +37,7 @@ def sign_in(request: UiRequest) -> HttpResponse:
             principal = password_login(request, username, password)
             if principal is not None:
                 access.sign_in(request, username, principal)
+                request.viewer = access.viewer_for(request)  # the audit log names the source
                 return HttpResponseRedirect(target)
             form.add_error(None, "Wrong username or password.")
             status = 400

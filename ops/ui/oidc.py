@@ -202,7 +202,7 @@ def callback(request: UiRequest) -> HttpResponse:
         audit.record("sign-in", outcome=audit.Outcome.FAILED, detail=f"OpenID Connect: {exc}")
         return error_page(request, 400, "Sign-in failed", str(exc))
     access.sign_in(request, username, user(username, Mechanism.PASSWORD, groups, SOURCE))
-    audit.claim(request, username)
+    request.viewer = access.viewer_for(request)  # the audit log names the user and their source
     audit.record("sign-in", detail=f"OpenID Connect, groups {', '.join(sorted(groups)) or 'none'}")
     return HttpResponseRedirect(target or reverse("ui:home"))
 
