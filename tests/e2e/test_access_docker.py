@@ -5,12 +5,13 @@ the audit log holding each step in order."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
-from tests.support.access import PASSWORDS, audit_steps, team_server
+from tests.support.access import PASSWORDS, audit_steps, shared_team_server, team_server
 from tests.support.docker import Docker
 from tests.support.server import RegistryServer
 
@@ -27,9 +28,9 @@ def _image(docker: Docker, host: str, repository: str) -> str:
     return image
 
 
-@pytest.fixture
-def bearer_server(start_registry: Callable[..., RegistryServer], tmp_path: Path) -> RegistryServer:
-    return team_server(start_registry, tmp_path, "bearer", SVC_AUTH_CHALLENGE="bearer")
+@pytest.fixture(scope="module")
+def bearer_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
+    yield from shared_team_server(tmp_path_factory, "bearer", SVC_AUTH_CHALLENGE="bearer")
 
 
 @pytest.fixture
@@ -39,6 +40,7 @@ def basic_server(start_registry: Callable[..., RegistryServer], tmp_path: Path) 
 
 def test_three_teams_with_docker_through_the_token_flow(docker: Docker, bearer_server: RegistryServer) -> None:
     host = bearer_server.host
+    since = datetime.now(timezone.utc).isoformat()  # the server is the file's: its robot test may have run
     app = _image(docker, host, "team-a/app")
     _login(docker, host, "alice", PASSWORDS["alice"])
     docker.run("push", app)
@@ -74,10 +76,10 @@ def test_three_teams_with_docker_through_the_token_flow(docker: Docker, bearer_s
     docker.run("pull", public)  # anonymously
     assert docker.run("pull", app, check=False).returncode != 0
 
-    steps = audit_steps(bearer_server, "--outcome", "success", "--action", "push")
+    steps = audit_steps(bearer_server, "--since", since, "--outcome", "success", "--action", "push")
     assert [(who, repository) for who, _action, repository, _outcome in steps] == [
         ("alice", "team-a/app"), ("alice", "public/base"), ("bob", "team-a/secret/keys")]
-    denied = audit_steps(bearer_server, "--outcome", "denied", "--action", "push")
+    denied = audit_steps(bearer_server, "--since", since, "--outcome", "denied", "--action", "push")
     assert ("alice", "push", "team-b/app", "denied") in denied and ("carol", "push", "team-a/app", "denied") in denied
 
 

@@ -100,6 +100,24 @@ def team_server(start_registry: Any, root: Path, name: str = "teams", **env: str
     return start_registry(name=name, SVC_AUTH_ENABLED="true", SVC_AUTH_GROUPS_FILE=str(workdir / "groups"), **env)
 
 
+def shared_team_server(factory: pytest.TempPathFactory, name: str, **env: str) -> Iterator[Any]:
+    """``team_server`` for a module-scoped fixture: one server for the tests of a file that can share it."""
+    from tests.support.server import RegistryServer
+
+    servers: list[RegistryServer] = []
+
+    def start(name: str, **env: str) -> RegistryServer:
+        servers.append(RegistryServer(root / name, env_overrides=env))
+        return servers[-1].start()
+
+    root = factory.mktemp(name)
+    try:
+        yield team_server(start, root, name, **env)
+    finally:
+        for server in servers:
+            server.stop()
+
+
 def http_get(server: Any, path: str, who: str | None = None, password: str | None = None) -> tuple[int, Any]:
     """GET ``path`` as ``who`` (Basic) or anonymously; the status and the JSON body."""
     import base64
