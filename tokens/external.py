@@ -5,7 +5,8 @@ Such a user has no entry for an API token to be stamped with (tokens.owner_stamp
 keeps a row per external user (tokens.models.ExternalUser): the source, the groups it gave at their
 last sign-in and when, and whether an admin disabled them. Their tokens carry the stamp
 ``external:<source>`` and hold only while no htpasswd user of the same name exists (local accounts
-win) and the user is not disabled: ``manage.py disableuser`` cuts every token of theirs at once.
+win) and the user is not disabled: ``manage.py disableuser`` cuts every token of theirs at once (within a
+second on every worker).
 
 A token outlives the sign-in it was made after, so the groups it acts with are the ones last
 given, for ``[oidc] groups_max_age_hours`` at most: past that the token is limited to the rules
@@ -14,7 +15,8 @@ that name its owner alone, until the owner signs in again and the source says th
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import time
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -41,17 +43,39 @@ def signed_in(username: str, source: str, groups: frozenset[str]) -> bool:
         return False
     ExternalUser.objects.update_or_create(username=username, defaults={
         "source": source, "groups": json.dumps(sorted(groups)), "groups_at": timezone.now()})
+    _looked.pop(username, None)
     return True
 
 
+# Every request of an external user asks whether they are disabled: the answer is kept a second per
+# process (as the groups file is looked at once a second), so a pull storm is not a query storm and
+# disableuser still takes effect on every worker within a second.
+LOOK_SECONDS = 1.0
+_Row = tuple[str, datetime, bool] | None
+_looked: dict[str, tuple[float, _Row]] = {}
+
+
+def _row(username: str) -> _Row:
+    now = time.monotonic()
+    found = _looked.get(username)
+    if found is not None and found[0] > now:
+        return found[1]
+    row = ExternalUser.objects.filter(username=username).values_list("groups", "groups_at", "disabled").first()
+    if len(_looked) >= 4096:
+        _looked.clear()
+    _looked[username] = (now + LOOK_SECONDS, row)
+    return row
+
+
 def disabled(username: str) -> bool:
-    return ExternalUser.objects.filter(username=username, disabled=True).exists()
+    row = _row(username)
+    return row is not None and row[2]
 
 
 def token_groups(username: str) -> frozenset[str] | None:
     """The groups an external user's tokens act with; None when the user is unknown or disabled
     (their tokens are refused)."""
-    found = ExternalUser.objects.filter(username=username).values_list("groups", "groups_at", "disabled").first()
+    found = _row(username)
     if found is None or found[2]:
         return None
     if timezone.now() - found[1] > timedelta(hours=settings.OIDC["groups_max_age_hours"]):
@@ -62,6 +86,7 @@ def token_groups(username: str) -> frozenset[str] | None:
 
 def set_disabled(username: str, value: bool) -> bool:
     """Disable (or enable again) an external user; False when no such user ever signed in."""
+    _looked.pop(username, None)
     return ExternalUser.objects.filter(username=username).update(disabled=value) > 0
 
 
