@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
-from tokens import owner_stamp
-from tokens.models import ExternalUser
+from tokens import owner_stamp, queries
 
 STAMP_PREFIX = owner_stamp.EXTERNAL_PREFIX
 NONE: frozenset[str] = frozenset()
@@ -38,11 +37,10 @@ def is_stamp(value: str) -> bool:
 
 def signed_in(username: str, source: str, groups: frozenset[str]) -> bool:
     """Note a sign-in and the groups the source gave; False (and nothing noted) for a disabled user."""
-    found = ExternalUser.objects.filter(username=username).first()
-    if found is not None and found.disabled:
+    found = queries.external_user(username)
+    if found is not None and found[2]:
         return False
-    ExternalUser.objects.update_or_create(username=username, defaults={
-        "source": source, "groups": json.dumps(sorted(groups)), "groups_at": timezone.now()})
+    queries.save_external_sign_in(username, source, json.dumps(sorted(groups)), timezone.now())
     _looked.pop(username, None)
     return True
 
@@ -51,7 +49,7 @@ def signed_in(username: str, source: str, groups: frozenset[str]) -> bool:
 # process (as the groups file is looked at once a second), so a pull storm is not a query storm and
 # disableuser still takes effect on every worker within a second.
 LOOK_SECONDS = 1.0
-_Row = tuple[str, datetime, bool] | None
+_Row = queries.ExternalRow | None
 _looked: dict[str, tuple[float, _Row]] = {}
 
 
@@ -60,7 +58,7 @@ def _row(username: str) -> _Row:
     found = _looked.get(username)
     if found is not None and found[0] > now:
         return found[1]
-    row = ExternalUser.objects.filter(username=username).values_list("groups", "groups_at", "disabled").first()
+    row = queries.external_user(username)
     if len(_looked) >= 4096:
         _looked.clear()
     _looked[username] = (now + LOOK_SECONDS, row)
@@ -87,9 +85,9 @@ def token_groups(username: str) -> frozenset[str] | None:
 def set_disabled(username: str, value: bool) -> bool:
     """Disable (or enable again) an external user; False when no such user ever signed in."""
     _looked.pop(username, None)
-    return ExternalUser.objects.filter(username=username).update(disabled=value) > 0
+    return queries.set_external_user_disabled(username, value)
 
 
 def known(username: str) -> str | None:
     """The source of an external user who may hold tokens now; None otherwise."""
-    return ExternalUser.objects.filter(username=username, disabled=False).values_list("source", flat=True).first()
+    return queries.enabled_external_user_source(username)
