@@ -82,10 +82,13 @@ def post_worker_init(worker: object) -> None:
     # [gc] interval_hours: every worker polls; a lock in the storage root lets one collect per interval.
     from notifications import sender
     from registry import scheduler
+    from replication import runner
 
     scheduler.start()
     # [[notifications]]: every worker tries for the sender's lock; its holder delivers the outbox.
     sender.start()
+    # [[replication]]: every worker tries for each policy's lock; its holder runs the policy.
+    runner.start()
 
 
 # Prometheus multiprocess mode: each worker writes its metrics to files in this directory and a

@@ -27,6 +27,7 @@ from django.db.migrations.executor import MigrationExecutor
 from registry import queries
 from registry.storage import default_driver, paths
 from registry.storage.driver import delete_if_exists
+from regsite import db
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ def database() -> str | None:
     """The connection, then the schema: an unreachable server and missing migrations are told apart,
     since their fixes differ (a restart or a network, or ``manage.py migrate``)."""
     global _migrated
+    if problem := db.primary_problem():  # bounded, and a writable primary (PostgreSQL)
+        return problem
     try:
         connection.ensure_connection()
     except Exception as exc:

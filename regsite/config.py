@@ -13,7 +13,7 @@ import socket
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import tomli
 
@@ -50,11 +50,15 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "s3_secret_key": "",
         "redirect": True,
         "redirect_endpoint": "",
+        "s3_timeout": 10,
+        "s3_copy_timeout": 300,
+        "s3_max_attempts": 3,
     },
     "database": {
         "url": "sqlite:///data/db.sqlite3",
         "pool_size": 8,
         "pool_timeout": 10,
+        "statement_timeout": 30,
     },
     "registry": {
         "delete_enabled": True,
@@ -132,6 +136,9 @@ POSITIVE_INTS = {
     ("server", "timeout"),
     ("server", "client_timeout"),
     ("server", "connections"),
+    ("storage", "s3_timeout"),
+    ("storage", "s3_copy_timeout"),
+    ("storage", "s3_max_attempts"),
     ("database", "pool_size"),
     ("database", "pool_timeout"),
     ("registry", "max_manifest_bytes"),
@@ -386,7 +393,8 @@ def _validate(cfg: dict[str, Any]) -> None:
         if cfg[table][key] <= 0:
             raise ConfigError(f"[{table}] {key}: must be a positive integer, got {cfg[table][key]}")
     for table, key in (("server", "min_body_rate"), ("server", "ready_cache_seconds"), ("storage", "min_free_bytes"),
-                       ("gc", "interval_hours"), ("gc", "grace_hours"), ("registry", "max_upload_sessions")):
+                       ("gc", "interval_hours"), ("gc", "grace_hours"), ("registry", "max_upload_sessions"),
+                       ("database", "statement_timeout")):
         if cfg[table][key] < 0:
             raise ConfigError(f"[{table}] {key}: must not be negative, got {cfg[table][key]}")
     for (table, key), allowed in CHOICES.items():
@@ -503,56 +511,10 @@ def _check_bind(bind: str) -> None:
 
 
 def database_settings(database: Mapping[str, Any]) -> dict[str, Any]:
-    """Translate the ``[database]`` table into a Django DATABASES entry."""
-    url = database["url"]
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        # sqlite:///relative/path and sqlite:////absolute/path, as SQLAlchemy spells them.
-        name = parts.path[1:] if parts.path.startswith("/") else parts.path
-        if not name:
-            raise ConfigError(f"[database] url: no database path in {url!r}")
-        return {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": name,
-            "OPTIONS": {
-                # WAL lets readers run beside the one writer; IMMEDIATE takes the write lock at BEGIN
-                # so two workers never deadlock upgrading read locks, and the timeout waits for it.
-                "timeout": 30,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-            # Opening a connection and running its PRAGMAs is a large part of a small request's CPU
-            # (18274cd has the profile): each gunicorn thread keeps its own connection instead.
-            "CONN_MAX_AGE": 60,
-        }
-    if parts.scheme in {"postgres", "postgresql"}:
-        if not parts.path.strip("/"):
-            raise ConfigError(f"[database] url: no database name in {_redact(url)!r}")
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": unquote(parts.path.strip("/")),
-            "USER": unquote(parts.username or ""),
-            "PASSWORD": unquote(parts.password or ""),
-            "HOST": parts.hostname or "",
-            "PORT": str(parts.port or ""),
-            # A pool per worker process: however many threads and clients, a worker holds at most
-            # pool_size connections (threads beyond wait up to pool_timeout seconds for one).
-            # Connections are checked before use, so a restarted server costs no failed request.
-            "CONN_MAX_AGE": 0,
-            "CONN_HEALTH_CHECKS": True,
-            "OPTIONS": {"pool": {"min_size": 1, "max_size": database.get("pool_size", 8),
-                                 "timeout": database.get("pool_timeout", 10)}},
-        }
-    raise ConfigError(
-        f"[database] url: expected sqlite:///path or postgresql://..., got {_redact(url)!r}"
-    )
+    """Translate the ``[database]`` table into a Django DATABASES entry (regsite.database_url)."""
+    from regsite import database_url
 
-
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
-    return url
+    return database_url.django_settings(database)
 
 
 def ensure_writable_dir(key: str, path: Path) -> None:
@@ -622,7 +584,8 @@ def s3_driver(storage: Mapping[str, Any]) -> Any:
     return S3Driver(storage["s3_bucket"], prefix=storage["s3_prefix"], endpoint=storage["s3_endpoint"] or None,
                     region=storage["s3_region"], access_key=storage["s3_access_key"] or None,
                     secret_key=storage["s3_secret_key"] or None,
-                    redirect_endpoint=storage["redirect_endpoint"] or None)
+                    redirect_endpoint=storage["redirect_endpoint"] or None, timeout=storage["s3_timeout"],
+                    copy_timeout=storage["s3_copy_timeout"], max_attempts=storage["s3_max_attempts"])
 
 
 def resolve_paths(cfg: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
@@ -670,12 +633,14 @@ def _register_tables() -> None:
     # Features declare their tables in their own modules, which need the names above.
     from notifications import endpoints
     from regsite import access_config, identity_config, policy_config, proxy_config
+    from replication import policies as replication
 
     access_config.register(LISTS, CROSS_CHECKS)
     identity_config.register(CROSS_CHECKS)
     proxy_config.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
     policy_config.register(LISTS, LIST_VALIDATORS, CROSS_CHECKS)
     endpoints.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
+    replication.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
 
 
 _register_tables()

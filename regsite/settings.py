@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "ops",
     "notifications",
     "audit",
+    "replication",
 ]
 
 MIDDLEWARE = [
@@ -149,6 +150,8 @@ REGISTRY_PROXY_WORKER_FETCHES: int = max(1, SVC["server"]["threads"] // 2)
 # [[notifications]]: webhook endpoints (notifications.endpoints); the address events name as their source.
 NOTIFICATIONS: list[dict] = SVC["notifications"]
 NOTIFICATIONS_SOURCE: str = SVC["server"]["bind"]
+# [[replication]]: push to and pull from other registries (replication.policies).
+REPLICATION: list[dict] = SVC["replication"]
 
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])

@@ -13,6 +13,7 @@ from registry.services import repositories
 from tests.support.access import PASSWORDS, teams  # noqa: F401  (fixture)
 from tests.support.auth import auth_on, auth_paths, basic  # noqa: F401  (fixtures)
 from tests.support.notify import entry
+from tests.support.replication import policy_entry
 from tests.support.registry_client import push_image
 from tests.support.ui_fixtures import plain_static  # noqa: F401  (autouse fixture)
 
@@ -155,13 +156,15 @@ def test_with_auth_off_the_access_page_says_everyone_may_do_everything(settings,
     assert "Who may use a repository" in page  # anyone is an admin with auth off
 
 
-def test_the_notifications_page_is_for_admins_once_rules_exist(seeded, settings) -> None:
+@pytest.mark.parametrize("path, name", [("/ui/notifications/", "Notifications"), ("/ui/replication/", "Replication")])
+def test_the_outbound_pages_are_for_admins_once_rules_exist(seeded, settings, path: str, name: str) -> None:
     settings.NOTIFICATIONS = [entry(url="https://ci.example/hook")]
-    assert signed_in("alice").get("/ui/notifications/").status_code == 403
-    assert "Notifications" not in signed_in("alice").get("/ui/").content.decode()
+    settings.REPLICATION = [policy_entry(url="https://dr.example")]
+    assert signed_in("alice").get(path).status_code == 403
+    assert f">{name}</a>" not in signed_in("alice").get("/ui/").content.decode()
     erin = signed_in("erin")
-    assert erin.get("/ui/notifications/").status_code == 200
-    assert 'href="/ui/notifications/"' in erin.get("/ui/").content.decode()
+    assert erin.get(path).status_code == 200
+    assert f'href="{path}"' in erin.get("/ui/").content.decode()
 
 
 def test_audit_filters_that_are_not_text_are_refused_not_a_500(seeded) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("registry", "tokens", "ops", "regsite", "notifications", "audit")
+PRODUCT = ("registry", "tokens", "ops", "regsite", "notifications", "audit", "replication")
 DATA_ACCESS = ("registry/queries/", "tokens/queries.py", "ops/ui/queries.py", "notifications/queries.py",
-               "audit/queries.py")
+               "audit/queries.py", "replication/queries.py")
 SQL_CALLS = frozenset({"cursor", "execute", "executemany", "raw"})
 
 

@@ -241,6 +241,8 @@ def ui_paths() -> dict[str, Spec]:
         "/ui/tokens/revoke": _page("Revoke one of the user's tokens", "uiRevoke", "HTML form action.", ("post",)),
         "/ui/notifications/": _page("Webhook endpoints: state, pending events, totals, last error",
                                     "uiNotifications", browse + " Admins only."),
+        "/ui/replication/": _page("Replication policies: backlog, totals, last error, latest runs",
+                                  "uiReplication", browse + " Admins only."),
         "/ui/access/": _page("The namespaces the user may use, with their role; for admins, who may read, write "
                              "and delete a repository and why", "uiAccess", "HTML; `?repository=` for admins.",
                              parameters=[_query("repository", "A repository to explain (admins).")]),

@@ -204,7 +204,7 @@ def page(request: HttpRequest, template: str, context: dict[str, Any] | None = N
          status: int = 200) -> HttpResponse:
     viewer = getattr(request, "viewer", None) or viewer_for(request)
     base = {"viewer": viewer, "registry_host": _registry_host(request), "registry_version": version(),
-            "notifications_on": bool(settings.NOTIFICATIONS)}
+            "notifications_on": bool(settings.NOTIFICATIONS), "replication_on": bool(settings.REPLICATION)}
     text = render_to_string(f"ui/{template}", {**base, **(context or {})}, request)
     # Text that is not Unicode (a lone surrogate such as \ud800 in a pushed image config, or in a
     # manifest stored before pushes refused it) is written out rather than failing the whole page.

@@ -103,6 +103,7 @@ from registry.queries.repositories import (
     delete_repository,
     find_repository,
     probe_registry_table,
+    takes_writes,
     with_content,
 )
 from registry.queries.tags import (
@@ -166,7 +167,7 @@ __all__ = [
     "ReferrerRow", "annotations_of", "referrer_rows",
     # repositories
     "RemovedRows", "RepositoryRow", "all_repositories", "catalog_names", "create_repository",
-    "delete_repository", "find_repository", "probe_registry_table", "with_content",
+    "delete_repository", "find_repository", "probe_registry_table", "takes_writes", "with_content",
     # tags
     "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",
     "tag_digests", "tag_targets", "tagged_manifests", "tags_for_removal", "tags_of", "tags_of_digest",

@@ -44,6 +44,13 @@ def probe_registry_table() -> None:
     Repository.objects.exists()
 
 
+def takes_writes(conn: Any) -> bool:
+    """Whether the PostgreSQL server behind ``conn`` (a psycopg connection, for readiness) is a
+    primary taking writes: not in recovery, and not read-only by default."""
+    row = conn.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')").fetchone()
+    return row is not None and not row[0] and row[1] != "on"
+
+
 def all_repositories() -> list[RepositoryRow]:
     """Every repository, by name."""
     return [RepositoryRow(*row) for row in

@@ -91,8 +91,10 @@ def link(
         # A copy inside an object store takes as long as the blob is large: done before the
         # transaction, which then only checks that the data is there. The copy is new, so the
         # collector's grace period keeps it until the row exists. Copying over a stored copy of
-        # the same digest writes the same bytes: cheaper than asking first.
-        drv.move(source, paths.blob_data(digest))
+        # the same digest writes the same bytes: cheaper than asking first. The source stays (its
+        # caller removes it once the row is committed): a commit that fails (the database failing
+        # over) leaves the upload whole, and the client's retry finishes it.
+        drv.copy(source, paths.blob_data(digest))
         source = None
     with transaction.atomic():
         lock_digests([str(digest)])

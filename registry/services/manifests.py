@@ -89,7 +89,8 @@ def put(
                 manifest_id = _store(repository, str(digest), body, parsed)
                 movable = immutable.guard(repository, manifest_id, list(dict.fromkeys(tags)))
                 queries.point_tags(repository.id, manifest_id, movable, timezone.now())
-                outbox.manifest_pushed(name, str(digest), parsed.media_type, len(body), list(dict.fromkeys(tags)))
+                outbox.manifest_pushed(name, str(digest), parsed.media_type, len(body), list(dict.fromkeys(tags)),
+                                       parsed.subject.digest if parsed.subject else "")
             break
         except IntegrityError:
             continue  # a concurrent push of the same manifest or tag won: retry against its rows
