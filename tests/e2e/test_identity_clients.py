@@ -77,7 +77,9 @@ def test_docker_as_a_directory_user(docker: Docker, slapd, start_registry: Calla
         assert _get(server, f"/v2/{repository}/manifests/v0", name, password)[0] == 404
     windows = int((time.monotonic() - started) // CACHE_SECONDS) + 1
     binds = {name: slapd.binds(dn_of(name)) - before[name] for name in LDAP_PASSWORDS}
-    assert all(1 <= count <= 2 * windows for count in binds.values()), (binds, windows)  # 2 workers
+    # ldap-ben's first requests bind (the log counts them); ldap-ann's push may have left both
+    # workers' caches warm for the whole loop, so she may need none.
+    assert binds["ldap-ben"] >= 1 and all(count <= 2 * windows for count in binds.values()), (binds, windows)
 
     slapd.move("ldap-ann", "team-a", "team-b")
     try:
