@@ -45,17 +45,17 @@ def _config(workdir: Path) -> str:
             "access to * by * read\n")
 
 
-def _entries() -> str:
+def _entries(people: dict[str, str], members: dict[str, list[str]]) -> str:
     blocks = [f"dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\no: Example\ndc: example\n",
               f"dn: {PEOPLE}\nobjectClass: organizationalUnit\nou: people\n",
               f"dn: {GROUPS}\nobjectClass: organizationalUnit\nou: groups\n"]
-    for uid, password in PASSWORDS.items():
+    for uid, password in people.items():
         blocks.append(f"dn: {dn_of(uid)}\nobjectClass: inetOrgPerson\nuid: {uid}\ncn: {uid}\nsn: {uid}\n"
                       f"userPassword: {password}\n")
-    for group, members in MEMBERS.items():
+    for group, uids in members.items():
         # groupOfNames needs a member: the admin keeps a group valid when its last person leaves.
         blocks.append(f"dn: cn={group},{GROUPS}\nobjectClass: groupOfNames\ncn: {group}\nmember: {ADMIN_DN}\n"
-                      + "".join(f"member: {dn_of(uid)}\n" for uid in members))
+                      + "".join(f"member: {dn_of(uid)}\n" for uid in uids))
     return "\n".join(blocks)
 
 
@@ -112,14 +112,16 @@ class Slapd:
         return sum(1 for line in self.log.read_text(errors="replace").splitlines() if needle in line)
 
 
-def start_slapd(workdir: Path) -> Slapd:
+def start_slapd(workdir: Path, people: dict[str, str] | None = None,
+                members: dict[str, list[str]] | None = None) -> Slapd:
+    """A directory of ``people`` (uid: password) in the groups of ``members``; the tests' by default."""
     if shutil.which("slapd", path="/usr/sbin:/usr/bin") is None:
-        pytest.fail("slapd is not installed: run scripts/install-test-deps.sh")
+        raise RuntimeError("slapd is not installed: run scripts/install-test-deps.sh")
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "data").mkdir()
     (workdir / "slapd.conf").write_text(_config(workdir))
     server = Slapd(workdir).start()
-    server.ldap("ldapadd", _entries())
+    server.ldap("ldapadd", _entries(PASSWORDS if people is None else people, MEMBERS if members is None else members))
     return server
 
 
