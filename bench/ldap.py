@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from tests.support.slapd import GROUPS, PEOPLE, Slapd, start_slapd
+from tests.support.slapd import GROUPS, PEOPLE, Slapd, start_slapd  # noqa: F401  (GROUPS, PEOPLE: bench.ldap_cpu)
 
 USER = "bench-ldap"
 PASSWORD = "bench-ldap-password"
