@@ -74,19 +74,26 @@ def claim(request: HttpRequest, name: str, kind: Kind = Kind.USER, token: str = 
     request.audit_claim = (name[:255], kind, token)  # type: ignore[attr-defined]
 
 
-def _actor(request: HttpRequest | None) -> tuple[str, Kind, str]:
+def _source(principal: Any) -> str:
+    """The identity source that vouched for the principal: a user's (htpasswd, ldap, oidc), else
+    the credential's kind (robot, token)."""
+    kind = Kind(principal.kind.value)
+    return str(principal.source) if kind is Kind.USER else kind.value
+
+
+def _actor(request: HttpRequest | None) -> tuple[str, Kind, str, str]:
     if request is None:
-        return COMMAND_ACTOR, Kind.SYSTEM, ""
+        return COMMAND_ACTOR, Kind.SYSTEM, "", ""
     principal = getattr(request, "principal", None)
     if principal is not None and principal.is_authenticated:
-        return principal.name, Kind(principal.kind.value), principal.hash_prefix or ""
+        return principal.name, Kind(principal.kind.value), principal.hash_prefix or "", _source(principal)
     viewer = getattr(request, "viewer", None)
     if viewer is not None and getattr(viewer, "username", None):
-        return viewer.username, Kind.USER, ""
+        return viewer.username, Kind.USER, "", _source(viewer.principal)
     claimed = getattr(request, "audit_claim", None)
     if claimed is not None:
-        return claimed
-    return "", Kind.ANONYMOUS, ""
+        return (*claimed, "")
+    return "", Kind.ANONYMOUS, "", ""
 
 
 def _text(value: str, most: int) -> str:
@@ -100,13 +107,13 @@ def _text(value: str, most: int) -> str:
 def record(action: str, *, repository: str = "", reference: str = "", digest: str = "",
            outcome: Outcome = Outcome.SUCCESS, detail: str = "", at: datetime | None = None) -> None:
     request = _request.get()
-    actor, kind, token = _actor(request)
+    actor, kind, token, source = _actor(request)
     row = queries.EventRow(
         at=at or timezone.now(), actor=_text(actor, 255), actor_kind=kind.value, token=token,
         address=client_address(request) if request is not None and request.META.get("REMOTE_ADDR") else "",
         action=action, repository=_text(repository, 255), reference=_text(reference, 255), digest=_text(digest, 150),
         outcome=outcome.value, detail=_text(detail, MAX_DETAIL),
-        request_id=(getattr(request, "request_id", "") or "")[:128] if request is not None else "")
+        request_id=(getattr(request, "request_id", "") or "")[:128] if request is not None else "", source=source)
     _log_line(row)
     try:
         queries.add(row)

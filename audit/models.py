@@ -15,6 +15,8 @@ class AuditEvent(models.Model):
     actor = models.CharField(max_length=255, blank=True, default="")
     actor_kind = models.CharField(max_length=16)
     token = models.CharField(max_length=16, blank=True, default="")
+    # Where the actor's identity comes from: htpasswd, ldap, oidc, robot or token ("" when none).
+    source = models.CharField(max_length=16, blank=True, default="", db_default="")
     address = models.CharField(max_length=64, blank=True, default="")
     action = models.CharField(max_length=32)
     repository = models.CharField(max_length=255, blank=True, default="")

@@ -23,6 +23,7 @@ class EventRow:
     outcome: str
     detail: str
     request_id: str
+    source: str = ""  # htpasswd, ldap, oidc, robot or token
     id: int = 0  # set once written
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import access, failover, notify, proxy, replicate, report
+from bench import access, failover, ldap, notify, proxy, replicate, report
 from bench.profile import Recorder, summarise
 from bench.servers import (
     BENCH_PASSWORD,
@@ -46,9 +46,12 @@ def _interrupt(signum: int, _frame: Any) -> None:
 class Servers:
     """The servers of this run, started together (in threads) and all stopped by ``stop``."""
 
-    def __init__(self, scratch: Path, upstream_rate: int = 0, access_rules: bool = False) -> None:
+    def __init__(self, scratch: Path, upstream_rate: int = 0, access_rules: bool = False,
+                 with_ldap: bool = False) -> None:
         self.scratch = scratch
         self.access_rules = access_rules
+        self.with_ldap = with_ldap
+        self.slapd: Any = None
         self.upstream_rate = upstream_rate
         self.relay: proxy.PacedRelay | None = None
         self.started: list[Any] = []
@@ -58,7 +61,7 @@ class Servers:
 
     def start(self, pairs: set[str]) -> None:
         anon = bool(pairs & {"anon", "bearer"})
-        auth = bool(pairs & {"basic", "bearer"})
+        auth = bool(pairs & {"basic", "bearer", "ldap"})
         bucket = self._start_s3() if "s3" in pairs else None
         cache = upstream = cncf = None
         if pairs & {"proxy", "proxy-local"}:
@@ -74,9 +77,7 @@ class Servers:
         servers = {
             "ours": Ours(self.scratch / "ours") if anon else None,
             "reference": Reference(self.scratch / "reference") if anon else None,
-            "ours-auth": Ours(self.scratch / "ours-auth", auth=True,
-                              config=access.configure(self.scratch / "ours-auth", BENCH_USER)
-                              if self.access_rules else "") if auth else None,
+            "ours-auth": Ours(self.scratch / "ours-auth", auth=True, config=self._auth_config()) if auth else None,
             "reference-auth": Reference(self.scratch / "reference-auth", auth=True) if "basic" in pairs else None,
             "ours-s3": Ours(self.scratch / "ours-s3", s3=bucket) if bucket else None,
             "reference-s3": Reference(self.scratch / "reference-s3", s3=bucket) if bucket else None,
@@ -138,10 +139,21 @@ class Servers:
         if "repl-live" in pairs:
             self.sides["repl-live"] = (self._side(replicate.MIRRORED, servers["ours-mirrored"], None, "ours-mirrored"),
                                        self._side(replicate.PLAIN, servers["ours-unmirrored"], None, "ours-plain-2"))
+        if "ldap" in pairs:
+            self.sides["ldap"] = (self._side("ours ldap", servers["ours-auth"], ldap.BASIC, "ours-ldap"),
+                                  self._side("ours htpasswd", servers["ours-auth"], BASIC, "ours-htpasswd"))
         token = servers["ours-auth"].token if auth else None
         if "bearer" in pairs and token:
             self.sides["bearer"] = (self._side("ours", servers["ours-auth"], f"Bearer {token}", "ours-bearer"),
                                     self._side("ours anon", servers["ours"], None, "ours-anon"))
+
+    def _auth_config(self) -> str:
+        """config.toml of the auth workloads' server: ``--access-rules``, ``--ldap`` (slapd started here)."""
+        text = access.configure(self.scratch / "ours-auth", BENCH_USER) if self.access_rules else ""
+        if self.with_ldap:
+            self.slapd = ldap.start(self.scratch / "slapd")
+            text = ldap.config_toml(self.slapd) + "\n" + text
+        return text
 
     def _start_s3(self) -> S3Bucket:
         """Ceph RGW on loopback (tests/support/rgw.py) and one bucket both registries write to."""
@@ -175,6 +187,8 @@ class Servers:
             thread.join()
         if self.rgw is not None:
             self.rgw.stop()
+        if self.slapd is not None:
+            self.slapd.stop()
         if self.relay is not None:
             self.relay.close()
         notify.stop_receivers()
@@ -231,6 +245,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--access-rules", action="store_true",
                         help=f"the auth workloads' server with {access.RULES} [[access]] rules and {access.GROUPS} "
                              "groups (bench/access.py)")
+    parser.add_argument("--ldap", action="store_true",
+                        help="the auth workloads' server with [ldap] against a throwaway slapd, and manifest-ldap: "
+                             "Basic auth as an LDAP user against the htpasswd user (bench/ldap.py)")
     return parser.parse_args(argv)
 
 
@@ -251,10 +268,15 @@ def main(argv: list[str]) -> int:
             return 2
         selected = [w for w in selected if w.name in wanted]
         with_failover = failover.NAME in wanted
+    if not args.ldap:  # its LDAP user lives in the slapd --ldap starts
+        if any(w.pair == "ldap" for w in selected) and args.only:
+            print("manifest-ldap needs --ldap", file=sys.stderr)
+            return 2
+        selected = [w for w in selected if w.pair != "ldap"]
     ensure_reference_installed()
     signal.signal(signal.SIGTERM, _interrupt)
     scratch = Path(tempfile.mkdtemp(prefix="registry-bench-"))
-    servers = Servers(scratch, sizes.proxy_upstream_rate, args.access_rules)
+    servers = Servers(scratch, sizes.proxy_upstream_rate, args.access_rules, args.ldap)
     rows: list[report.Row] = []
     cpu_rows: list[report.Row] = []
     started = time.monotonic()

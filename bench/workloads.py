@@ -92,7 +92,7 @@ Preparer = Callable[[Side, Sizes], None]
 @dataclass
 class Workload:
     name: str
-    pair: str  # which two sides: "anon", "basic" or "bearer" (see bench.__main__)
+    pair: str  # which two sides: "anon", "basic", "bearer", "ldap"... (see bench.__main__)
     figures: list[Figure]
     run: Runner
     prepare: Preparer | None = None
@@ -431,6 +431,9 @@ def workloads(sizes: Sizes) -> list[Workload]:
         Workload("manifest-bearer", "bearer",
                  _manifest_figures("bearer", ", Bearer token (vs our anonymous)", 0.9, None),
                  _manifest_load("bearer"), _prepare_manifest, op="request"),
+        Workload("manifest-ldap", "ldap",  # only with --ldap (bench/ldap.py)
+                 _manifest_figures("ldap", ", Basic auth, LDAP user (vs the htpasswd user)", 0.9, None),
+                 _manifest_load("ldap"), _prepare_manifest, rounds=2, op="request"),
         Workload("tags", "anon", [
             Figure("tag_put", f"{sizes.tags} tag PUTs, {sizes.clients} clients", "tags/s", True, 1.0),
             Figure("tags_list", f"tags list of {sizes.tags} tags", "ms", False, 1.0),

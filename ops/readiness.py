@@ -129,8 +129,9 @@ def storage_low() -> str | None:
     return None
 
 
-# Reported in /ready's body without making it fail.
-INFORMATIONAL = frozenset({"storage_low"})
+# Reported in /ready's body without making it fail: without the directory or the OpenID provider,
+# htpasswd users and API tokens still get in.
+INFORMATIONAL = frozenset({"storage_low", "ldap", "oidc"})
 
 
 def _unreadable(path: Path, what: str) -> str | None:
@@ -168,6 +169,18 @@ def token_storage() -> str | None:
     return None
 
 
+def ldap() -> str | None:
+    from tokens import directory
+
+    return directory.ready()
+
+
+def oidc() -> str | None:
+    from ops.ui import oidc as provider
+
+    return provider.ready()
+
+
 def checks() -> dict[str, Check]:
     # On object storage the probe write is the bucket check, and there is no device to be full.
     selected: dict[str, Check] = {"database": database, "storage": storage}
@@ -179,6 +192,10 @@ def checks() -> dict[str, Check]:
             selected["groups"] = groups_file
         if settings.AUTH_TOKEN_BACKEND == "files":
             selected["tokens"] = token_storage
+        if settings.LDAP["url"]:
+            selected["ldap"] = ldap
+        if settings.OIDC["issuer"]:
+            selected["oidc"] = oidc
     return selected
 
 

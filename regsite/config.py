@@ -95,6 +95,33 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "audit": {
         "retention_days": 90,
     },
+    # Identity sources beside htpasswd (regsite.identity_config checks them, tokens.directory and
+    # ops.ui.oidc use them): each is off while its address is empty.
+    "ldap": {
+        "url": "",
+        "start_tls": False,
+        "ca_file": "",
+        "bind_dn": "",
+        "bind_password": "",
+        "user_dn_template": "",
+        "user_search_base": "",
+        "user_filter": "(uid={username})",
+        "group_search_base": "",
+        "group_filter": "(member={dn})",
+        "group_name_attribute": "cn",
+        "cache_seconds": 60,
+        "timeout_seconds": 5,
+    },
+    "oidc": {
+        "issuer": "",
+        "name": "",
+        "client_id": "",
+        "client_secret": "",
+        "scopes": ["openid", "profile", "email"],
+        "username_claim": "preferred_username",
+        "groups_claim": "groups",
+        "groups_max_age_hours": 24,
+    },
     "gc": {
         "interval_hours": 0,
         "grace_hours": 24,
@@ -128,6 +155,8 @@ POSITIVE_INTS = {
     ("auth", "login_failures"),
     ("auth", "login_backoff_max"),
     ("audit", "retention_days"),
+    ("ldap", "timeout_seconds"),
+    ("oidc", "groups_max_age_hours"),
 }
 LOG_LEVELS = {"debug", "info", "warning", "error", "critical"}
 CHOICES = {
@@ -136,7 +165,8 @@ CHOICES = {
     ("auth", "challenge"): ("basic", "bearer"),
 }
 # Never shown in an error message, a log line or /ready.
-SECRET_KEYS = {("storage", "s3_secret_key"), ("storage", "s3_access_key")}
+SECRET_KEYS = {("storage", "s3_secret_key"), ("storage", "s3_access_key"), ("ldap", "bind_password"),
+               ("oidc", "client_secret")}
 
 
 # The project directory (where manage.py is). Relative paths in the configuration, and the default
@@ -147,7 +177,8 @@ PATHS_NOTE = (f"It reads the server's configuration (config.toml in {BASE_DIR} o
               "variables) and resolves relative paths in it against that directory, as the server "
               "does, wherever it is run from.")
 PATH_KEYS = (("server", "secret_key_file"), ("storage", "root"), ("auth", "htpasswd_file"),
-             ("auth", "token_storage"), ("auth", "groups_file"), ("server", "tls_cert"), ("server", "tls_key"))
+             ("auth", "token_storage"), ("auth", "groups_file"), ("server", "tls_cert"), ("server", "tls_key"),
+             ("ldap", "ca_file"))
 
 
 class ConfigError(Exception):
@@ -259,7 +290,7 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         for key, value in keys.items():
             if key not in DEFAULTS[table]:
                 raise ConfigError(f"[{table}] {key}: unknown key in {path}")
-            merged[table][key] = _coerce(f"[{table}] {key}", DEFAULTS[table][key], value, False)
+            merged[table][key] = _coerce_secretly(table, f"[{table}] {key}", key, DEFAULTS[table][key], value, False)
             explicit.add((table, key))
 
     for name, raw in env.items():
@@ -271,7 +302,7 @@ def load(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         if target is None:
             continue
         table, key = target
-        merged[table][key] = _coerce(name, DEFAULTS[table][key], raw, True)
+        merged[table][key] = _coerce_secretly(table, name, key, DEFAULTS[table][key], raw, True)
         explicit.add((table, key))
 
     _validate(merged)
@@ -332,7 +363,7 @@ def _coerce_secretly(table: str, where: str, key: str, default: Any, value: Any,
     try:
         return _coerce(where, default, value, from_env)
     except ConfigError as exc:
-        if (table, key) not in LIST_SECRET_KEYS:
+        if (table, key) not in LIST_SECRET_KEYS | SECRET_KEYS:
             raise
         kind = str(exc).partition(": ")[2].partition(", got")[0]
         raise ConfigError(f"{where}: {kind} (the value is not shown: it may be secret)") from None
@@ -601,10 +632,11 @@ def load_or_exit(
 def _register_tables() -> None:
     # Features declare their tables in their own modules, which need the names above.
     from notifications import endpoints
-    from regsite import access_config, policy_config, proxy_config
+    from regsite import access_config, identity_config, policy_config, proxy_config
     from replication import policies as replication
 
     access_config.register(LISTS, CROSS_CHECKS)
+    identity_config.register(CROSS_CHECKS)
     proxy_config.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
     policy_config.register(LISTS, LIST_VALIDATORS, CROSS_CHECKS)
     endpoints.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)

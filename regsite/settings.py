@@ -171,6 +171,10 @@ ACCESS_RULES: list[dict] = SVC["access"]
 AUTH_DEFAULT_ROLE: str = SVC["auth"]["default_role"]
 AUTH_GROUPS_FILE: str = SVC["auth"]["groups_file"]
 AUTH_ADMINS: list[str] = SVC["auth"]["admins"]
+# Identity sources beside htpasswd: an LDAP directory for passwords (tokens.directory), an OpenID
+# Connect provider for the web UI (ops.ui.oidc). Each is off while its address is empty.
+LDAP: dict = SVC["ldap"]
+OIDC: dict = SVC["oidc"]
 # The audit log (audit): its rows are kept this many days.
 AUDIT_RETENTION_DAYS: int = SVC["audit"]["retention_days"]
 

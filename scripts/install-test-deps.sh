@@ -29,6 +29,13 @@ command -v docker-registry >/dev/null || need+=(docker-registry)
 # PostgreSQL highly available (tests/support/patroni.py): Patroni, with etcd as its store.
 command -v patroni >/dev/null || need+=(patroni)
 command -v etcd >/dev/null || need+=(etcd-server)
+# Identity servers for the sign-in tests: OpenLDAP (tests/support/slapd.py) with its client tools,
+# and the OpenID Connect provider glewlwyd (tests/support/glewlwyd.py).
+[ -x /usr/sbin/slapd ] || need+=(slapd)
+command -v ldapadd >/dev/null || need+=(ldap-utils)
+command -v glewlwyd >/dev/null || need+=(glewlwyd)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
+command -v openssl >/dev/null || need+=(openssl)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

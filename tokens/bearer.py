@@ -33,7 +33,7 @@ from django.utils.crypto import salted_hmac
 from registry import routes
 from registry.proxy import mirrors
 from regsite.forwarded import public_base
-from tokens import authz, htpasswd, robots, services
+from tokens import authz, external, htpasswd, robots, services
 from tokens.access import Action, action_for
 from tokens.principal import ANONYMOUS, OPEN, Mechanism, Principal, user
 
@@ -51,6 +51,7 @@ MAX_SCOPE_NAME = 255  # a repository name's longest (registry.names)
 MAX_AUTHORIZATION_CHARS = 8192
 MAX_TOKEN_CHARS = MAX_AUTHORIZATION_CHARS - len("Bearer ")
 CATALOG = ("registry", "catalog")
+EXTERNAL = "external"  # the claims' kind of a user of an outside identity source (LDAP)
 HEADER_SAFE = re.compile(r"[!#-~]{1,255}")  # printable ASCII without space and double quote
 
 
@@ -107,8 +108,14 @@ class Identity:
     """Who asked for a token, and the claims that tie the token to that credential."""
 
     principal: Principal
-    binding: dict[str, str]
+    binding: dict[str, Any]  # claims: strings, and an external user's list of groups
     not_after: datetime | None = None  # an API token's own expiry: no refresh token outlives it
+
+    @property
+    def refreshable(self) -> bool:
+        """An LDAP user gets no refresh token: a refresh would keep their access without the
+        directory being asked again (docker then keeps the password and logs in with it)."""
+        return self.binding.get("kind") != EXTERNAL
 
 
 def parse_scopes(values: Iterable[str]) -> list[Scope]:
@@ -165,6 +172,12 @@ def user_identity(username: str, mechanism: Mechanism = Mechanism.BASIC_USER) ->
     return Identity(user(username, mechanism), {"kind": "user", "pwd": _fingerprint(stored)})
 
 
+def external_identity(principal: Principal) -> Identity:
+    """An LDAP user whose password the directory accepted: their access tokens carry the groups it
+    gave (each lives ``bearer_ttl_seconds``)."""
+    return Identity(principal, {"kind": EXTERNAL, "src": principal.source, "grp": sorted(principal.groups)})
+
+
 def token_identity(token: str, mechanism: Mechanism = Mechanism.BASIC_TOKEN) -> Identity | None:
     """The identity of an API token (``svc_...``), or None if it is unknown, expired, revoked or
     its owner is gone."""
@@ -197,6 +210,13 @@ def _current_identity(claims: dict[str, Any]) -> Identity:
         if stored is None or not hmac.compare_digest(_fingerprint(stored), str(claims.get("pwd", ""))):
             raise InvalidToken("the user was removed or their password changed since this token was issued")
         return user_identity(subject, Mechanism.SIGNED_TOKEN)
+    if kind == EXTERNAL and claims.get("aud") == ACCESS_AUDIENCE:
+        if subject in htpasswd.current_file().snapshot().users or external.disabled(subject):
+            raise InvalidToken("the user was disabled, or a local account of that name now exists")
+        groups = claims.get("grp")
+        principal = user(subject, Mechanism.SIGNED_TOKEN, frozenset(map(str, groups)) if isinstance(groups, list)
+                         else frozenset(), str(claims.get("src", "")))
+        return Identity(principal, {"kind": EXTERNAL, "src": principal.source, "grp": sorted(principal.groups)})
     if kind == "token":
         record = services.live_record(str(claims.get("tok", "")))
         if record is None:
@@ -301,7 +321,7 @@ def verify_access(token: str) -> ScopedPrincipal:
     mechanism = Mechanism.SIGNED_TOKEN if principal.is_authenticated else Mechanism.ANONYMOUS
     return ScopedPrincipal(name=principal.name, mechanism=mechanism, role=principal.role,
                            hash_prefix=principal.hash_prefix, repositories=principal.repositories,
-                           groups=principal.groups, access=entries)
+                           groups=principal.groups, source=principal.source, access=entries)
 
 
 def verify_refresh(token: str) -> Identity:

@@ -25,7 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 from audit import log as audit
 from registry import errors
 from regsite import text
-from tokens import authz, bearer, services
+from tokens import authz, bearer, directory, services
 from tokens.access import checks_own_credentials
 from tokens.login import MalformedBasic, basic_credentials, password_login
 from tokens.principal import ROBOT_PREFIX, AuthAttempt, AuthenticatedHttpRequest, Mechanism, Outcome
@@ -46,7 +46,7 @@ class BadRequest(Exception):
 
 
 def _error(request: HttpRequest, status: int, message: str, **headers: str) -> HttpResponse:
-    code = {401: errors.UNAUTHORIZED, 429: errors.TOOMANYREQUESTS}.get(status, INVALID_REQUEST)
+    code = {401: errors.UNAUTHORIZED, 429: errors.TOOMANYREQUESTS, 503: errors.UNAVAILABLE}.get(status, INVALID_REQUEST)
     # The seed's 401 body (an error text) and the OCI envelope, whose message docker prints.
     response = errors.error_response(code, message, status=status, extra={"error": message})
     for name, value in headers.items():
@@ -73,8 +73,11 @@ def _password_identity(request: AuthenticatedHttpRequest, username: str, passwor
             raise _refused(request, Mechanism.ROBOT, "unknown, disabled or expired robot account, or a wrong secret")
         request.auth_attempt = AuthAttempt(Mechanism.ROBOT, Outcome.SUCCESS)
         return identity
-    if not password_login(request, username, password, mechanism):
+    principal = password_login(request, username, password, mechanism)
+    if principal is None:
         raise Refused("invalid username or password")
+    if principal.source != "htpasswd":
+        return bearer.external_identity(principal)
     try:
         return bearer.user_identity(username, mechanism)
     except bearer.InvalidToken as exc:
@@ -168,7 +171,7 @@ def _get(request: AuthenticatedHttpRequest) -> dict[str, Any]:
     _signed_in(request, identity)
     issued = bearer.issue_access(identity, bearer.grant(identity.principal, scopes))
     body = _token_body(issued)
-    if request.GET.get("offline_token", "").lower() == "true":
+    if request.GET.get("offline_token", "").lower() == "true" and identity.refreshable:
         body["refresh_token"] = bearer.issue_refresh(identity)
     return body
 
@@ -194,7 +197,7 @@ def _post(request: AuthenticatedHttpRequest) -> dict[str, Any]:
     issued = bearer.issue_access(identity, bearer.grant(identity.principal, scopes))
     body = _token_body(issued)
     body["scope"] = " ".join(str(scope) for scope in issued.scopes)
-    if grant_type == "password" and _one(form, "access_type") == "offline":
+    if grant_type == "password" and _one(form, "access_type") == "offline" and identity.refreshable:
         body["refresh_token"] = bearer.issue_refresh(identity)
     return body
 
@@ -218,6 +221,8 @@ def token(request: AuthenticatedHttpRequest) -> HttpResponse:
         return _error(request, 401, message, WWW_Authenticate=BASIC_CHALLENGE)
     except Throttled as exc:
         return _error(request, 429, str(exc), Retry_After=str(exc.retry_after))
+    except directory.Unavailable as exc:
+        return _error(request, 503, str(exc), Retry_After=str(exc.retry_after))
     except (BadRequest, bearer.InvalidScope) as exc:
         return _error(request, 400, str(exc))
     response = JsonResponse(body)

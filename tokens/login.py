@@ -9,7 +9,7 @@ from audit import log as audit
 from regsite import text
 from regsite.forwarded import client_address
 from tokens import throttle
-from tokens.principal import AuthAttempt, AuthenticatedHttpRequest, Mechanism, Outcome
+from tokens.principal import AuthAttempt, AuthenticatedHttpRequest, Mechanism, Outcome, Principal, user
 from tokens.throttle import Throttled
 
 
@@ -34,8 +34,10 @@ def basic_credentials(value: str) -> tuple[str, str]:
 
 
 def password_login(request: AuthenticatedHttpRequest, username: str, password: str,
-                   mechanism: Mechanism = Mechanism.PASSWORD) -> bool:
-    """Whether the htpasswd user's password is right; raises Throttled while the client must wait."""
+                   mechanism: Mechanism = Mechanism.PASSWORD) -> Principal | None:
+    """The user, with the groups their identity source gave, if the password is right (an htpasswd
+    user's, else an LDAP user's); None if not. Raises Throttled while the client must wait, and
+    directory.Unavailable while the directory cannot be asked."""
     audit.claim(request, username)
     try:
         login = throttle.verify_password(username, password, client_address(request))
@@ -44,4 +46,4 @@ def password_login(request: AuthenticatedHttpRequest, username: str, password: s
         raise
     request.auth_attempt = AuthAttempt(mechanism, Outcome.SUCCESS if login.ok else Outcome.FAILURE,
                                        distributed=login.distributed)
-    return login.ok
+    return user(username, mechanism, login.groups, login.source) if login.ok else None

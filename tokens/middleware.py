@@ -21,7 +21,7 @@ from django.urls import ResolverMatch
 from audit import log as audit
 from registry import errors, visibility
 from registry.proxy.routing import MIRROR_PATH_PREFIX
-from tokens import authz, bearer, robots, services
+from tokens import authz, bearer, directory, robots, services
 from tokens.access import Access, Action, access_of, action_for
 from tokens.login import MalformedBasic, basic_credentials, password_login
 from tokens.principal import (
@@ -33,7 +33,6 @@ from tokens.principal import (
     Mechanism,
     Outcome,
     Principal,
-    user,
 )
 from tokens.throttle import Throttled
 
@@ -100,9 +99,10 @@ def authenticate(request: AuthenticatedHttpRequest) -> Principal:
         return _token_principal(request, password, Mechanism.BASIC_TOKEN)
     if username.startswith(ROBOT_PREFIX):
         return _robot_principal(request, username, password)
-    if not password_login(request, username, password, Mechanism.BASIC_USER):
+    principal = password_login(request, username, password, Mechanism.BASIC_USER)
+    if principal is None:
         raise BadCredentials(Mechanism.BASIC_USER, "invalid username or password")
-    return user(username)
+    return principal
 
 
 def _registry_error(request: HttpRequest, code: errors.ErrorCode, message: str,
@@ -142,6 +142,11 @@ def throttled(request: HttpRequest, retry_after: int) -> HttpResponse:
     return _registry_error(request, errors.TOOMANYREQUESTS,
                            f"too many failed logins; retry after {retry_after} seconds",
                            Retry_After=str(retry_after))
+
+
+def unavailable(request: HttpRequest, exc: directory.Unavailable) -> HttpResponse:
+    # The directory's trouble, not the caller's: htpasswd users and API tokens still get in.
+    return _registry_error(request, errors.UNAVAILABLE, str(exc), Retry_After=str(exc.retry_after))
 
 
 def _is_docker_engine(request: HttpRequest) -> bool:
@@ -204,6 +209,8 @@ class AuthenticationMiddleware:
             return unauthorized(request, str(exc), error="invalid_token" if bad_bearer else None)
         except Throttled as exc:
             return throttled(request, exc.retry_after)
+        except directory.Unavailable as exc:
+            return unavailable(request, exc)
         if principal.is_authenticated and request.auth_attempt is None:
             request.auth_attempt = _SUCCEEDED[principal.mechanism]
         if access is Access.OPTIONAL:

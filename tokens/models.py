@@ -73,3 +73,18 @@ class Robot(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ExternalUser(models.Model):
+    """A user from an identity source outside the htpasswd file (LDAP, OIDC: tokens.external): the
+    groups the source gave at their last sign-in, for their API tokens, and whether an admin
+    disabled them (``manage.py disableuser``)."""
+
+    username = models.CharField(max_length=255, primary_key=True)
+    source = models.CharField(max_length=8)
+    groups = models.TextField(default="[]")  # a JSON list
+    groups_at = models.DateTimeField()  # when the source last gave them
+    disabled = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"{self.username} ({self.source}{', disabled' if self.disabled else ''})"

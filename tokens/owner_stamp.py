@@ -25,7 +25,8 @@ import re
 from tokens.htpasswd import Snapshot
 
 UNSTAMPED = ""
-STAMP = re.compile(r"^[0-9a-f]{64}$")
+EXTERNAL_PREFIX = "external:"  # tokens.external's stamps: no htpasswd entry stands behind them
+STAMP = re.compile(r"^([0-9a-f]{64}|external:(ldap|oidc))$")  # external: tokens.external
 _DOMAIN = b"svc-registry api token owner\x00"
 
 
@@ -58,6 +59,9 @@ def current(owner: str, users: Snapshot) -> str | None:
 def holds(owner: str, stamp: str, users: Snapshot) -> bool:
     """Whether a record of ``owner`` stamped ``stamp`` still belongs to the user of that name: the
     owner is in the file, and with the entry it was stamped with (an unstamped record: either)."""
+    if stamp.startswith(EXTERNAL_PREFIX):
+        # An LDAP or OIDC user's (tokens.external): theirs while no local account takes the name.
+        return owner not in users.users
     now = current(owner, users)
     if now is None:
         return False

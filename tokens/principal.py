@@ -54,6 +54,8 @@ class Principal:
     repositories: tuple[str, ...] | None = None
     # Groups an identity source gave at sign-in (tokens.groups adds those of the groups file).
     groups: frozenset[str] = frozenset()
+    # Where a user's identity comes from: htpasswd, ldap or oidc (a token's: its owner's).
+    source: str = "htpasswd"
     # What tokens.authz worked out for this principal, kept for the request (a principal is made
     # per request): its groups, and its role on each repository asked about.
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
@@ -100,9 +102,10 @@ OPEN = Principal(name="anonymous", mechanism=Mechanism.ANONYMOUS, role=Role.ADMI
 ANONYMOUS = Principal(name="anonymous", mechanism=Mechanism.ANONYMOUS, role=None)
 
 
-def user(name: str, mechanism: Mechanism = Mechanism.BASIC_USER) -> Principal:
-    # htpasswd users are full admins.
-    return Principal(name=name, mechanism=mechanism, role=Role.ADMIN)
+def user(name: str, mechanism: Mechanism = Mechanism.BASIC_USER, groups: frozenset[str] = frozenset(),
+         source: str = "htpasswd") -> Principal:
+    # A user's credential caps nothing: the access rules (tokens.authz) decide what they may do.
+    return Principal(name=name, mechanism=mechanism, role=Role.ADMIN, groups=groups, source=source)
 
 
 class Outcome(StrEnum):

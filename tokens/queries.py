@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 from django.db import connection, transaction
 from django.db.models import Count
 
-from tokens.models import LoginFailure, LoginThrottle, Robot, Token
+from tokens.models import ExternalUser, LoginFailure, LoginThrottle, Robot, Token
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -275,3 +275,27 @@ def set_robot_disabled(name: str, disabled: bool) -> bool:
 def delete_robot(name: str) -> bool:
     deleted, _ = Robot.objects.filter(name=name).delete()
     return bool(deleted)
+
+
+# Users of an external identity source (LDAP, OIDC) ----------------------------------------------
+
+ExternalRow = tuple[str, datetime, bool]  # groups (a JSON list), when the source gave them, disabled
+
+
+def external_user(username: str) -> ExternalRow | None:
+    return ExternalUser.objects.filter(username=username).values_list("groups", "groups_at", "disabled").first()
+
+
+def save_external_sign_in(username: str, source: str, groups: str, now: datetime) -> None:
+    ExternalUser.objects.update_or_create(username=username, defaults={
+        "source": source, "groups": groups, "groups_at": now})
+
+
+def set_external_user_disabled(username: str, disabled: bool) -> bool:
+    """Whether such a user exists."""
+    return ExternalUser.objects.filter(username=username).update(disabled=disabled) > 0
+
+
+def enabled_external_user_source(username: str) -> str | None:
+    return ExternalUser.objects.filter(username=username, disabled=False).values_list(
+        "source", flat=True).first()

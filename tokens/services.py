@@ -11,6 +11,7 @@ decision's (tokens.authz): the least of its role, its repositories and its owner
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import logging
@@ -30,7 +31,7 @@ from django.db import DatabaseError
 from audit import log as audit
 from registry.policies.globs import glob_regex
 from regsite import text
-from tokens import htpasswd, owner_stamp
+from tokens import external, htpasswd, owner_stamp
 from tokens.access import DEFAULT_ROLE, ROLE_NAMES, Role
 from tokens.principal import ROBOT_PREFIX, Mechanism, Principal
 from tokens.db_repository import DatabaseTokenRepository
@@ -125,6 +126,8 @@ class TokenRecord:
     expires_at: datetime
     owner_stamp: str = field(default=owner_stamp.UNSTAMPED, repr=False, compare=False)
     repositories: tuple[str, ...] = ()
+    # An LDAP or OIDC owner's groups as their tokens use them now (tokens.external); None for others.
+    groups: frozenset[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def expired(self) -> bool:
@@ -158,6 +161,10 @@ class TokenRecord:
 
 def token_principal(record: TokenRecord, mechanism: Mechanism) -> Principal:
     """Who a request with this token is: its owner, capped by its role and repositories."""
+    if record.groups is not None:
+        source = record.owner_stamp[len(external.STAMP_PREFIX):]
+        return Principal(name=record.owner, mechanism=mechanism, role=record.role, hash_prefix=record.hash_prefix,
+                         repositories=record.repositories or None, groups=record.groups, source=source)
     return Principal(name=record.owner, mechanism=mechanism, role=record.role, hash_prefix=record.hash_prefix,
                      repositories=record.repositories or None)
 
@@ -262,8 +269,11 @@ def create_token(owner: str, role: Role | str = DEFAULT_ROLE, ttl_days: int = DE
     description = validate_description(description)
     globs = validate_repositories(list(repositories) if isinstance(repositories, tuple) else repositories)
     stamp = owner_stamp.current(owner, htpasswd.current_file().snapshot())
+    source = external.known(owner) if stamp is None else None
+    if source is not None:
+        stamp = external.stamp(source)
     if stamp is None:
-        raise InvalidTokenRequest("username", f"no user {owner!r} in the htpasswd file")
+        raise InvalidTokenRequest("username", f"no user {owner!r} in the htpasswd file or signed in from LDAP or OIDC")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     created_at = _now()
     stored = StoredToken(token_digest(token), owner, role, description, created_at,
@@ -392,6 +402,8 @@ _VERDICTS_MAX = 4096
 
 
 def _judge(repo: TokenStore, stored: StoredToken, users: htpasswd.Snapshot) -> TokenRecord | None:
+    if external.is_stamp(stored.owner_stamp):
+        return TokenRecord.from_stored(stored) if owner_stamp.holds(stored.owner, stored.owner_stamp, users) else None
     stamp = owner_stamp.current(stored.owner, users)
     if stamp is None:
         return None
@@ -433,4 +445,8 @@ def live_record(digest: str) -> TokenRecord | None:
     # In whole seconds, as TokenRecord.expired compares.
     if verdict[2] is None or math.floor(time.time()) >= verdict[3]:
         return None
+    if external.is_stamp(stored.owner_stamp):
+        # Asked at every use: disabling the owner cuts the token at once, on every worker.
+        groups = external.token_groups(stored.owner)
+        return None if groups is None else dataclasses.replace(verdict[2], groups=groups)
     return verdict[2]

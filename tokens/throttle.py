@@ -35,7 +35,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.utils import timezone
 
-from tokens import htpasswd, queries
+from tokens import directory, external, htpasswd, queries
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,9 @@ QUEUE_POLL = 0.05
 PENDING_LAPSE = timedelta(seconds=30)
 
 
+NONE: frozenset[str] = frozenset()
+
+
 class Throttled(Exception):
     def __init__(self, retry_after: int) -> None:
         super().__init__(f"too many failed logins; retry after {retry_after} seconds")
@@ -61,6 +64,8 @@ class Throttled(Exception):
 class Login:
     ok: bool
     distributed: bool = False  # a failure against a user failing from many addresses
+    source: str = "htpasswd"  # which identity source checked the password: htpasswd or ldap
+    groups: frozenset[str] = frozenset()  # the groups the source gave (the directory's)
 
 
 @lru_cache(maxsize=4096)
@@ -100,23 +105,36 @@ def retry_after(address: str) -> int | None:
 
 
 def verify_password(username: str, password: str, address: str) -> Login:
-    """Check an htpasswd user's password from a client address; raises Throttled while the
-    address must wait."""
+    """Check a user's password (htpasswd, else the LDAP directory) from a client address; raises
+    Throttled while the address must wait, and directory.Unavailable when the directory cannot be
+    asked (not counted as a failure)."""
     key, now = throttle_key(address), timezone.now()
     until = queries.login_wait(key, now)
     if until is not None:
         raise _wait(until, now)
-    if htpasswd.recently_verified(username, password):
+    # A name in the htpasswd file is checked there alone: local accounts win (break-glass admins).
+    in_directory = directory.configured() and username not in htpasswd.current_file().snapshot().users
+    if in_directory:
+        known = directory.cached(username, password)
+        if known is not None and not external.disabled(username):  # no bind: a push's requests
+            return Login(ok=True, source=directory.SOURCE, groups=known.groups)
+    elif htpasswd.recently_verified(username, password):
         return Login(ok=True)  # no bcrypt run to reserve: the common case of a push's requests
     _reserve(key)
     try:
-        ok = htpasswd.check_password(username, password)
+        if in_directory:
+            found = directory.authenticate(username, password)
+            # A user an admin disabled (manage.py disableuser) is refused like a wrong password.
+            ok = found is not None and external.signed_in(username, directory.SOURCE, found.groups)
+            login = Login(True, source=directory.SOURCE, groups=found.groups if found else NONE)
+        else:
+            ok, login = htpasswd.check_password(username, password), Login(ok=True)
     except BaseException:  # the check's place is given back without counting as a failure
         queries.finish_login_attempt(key, False, timezone.now(), delay, _forget_after())
         raise
     queries.finish_login_attempt(key, not ok, timezone.now(), delay, _forget_after())
     if ok:
-        return Login(ok=True)
+        return login
     return Login(ok=False, distributed=_record_failure(username, key, now))
 
 

@@ -10,7 +10,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from registry.http import BadHeader, has_body, request_body
 from regsite import text
-from tokens import services
+from tokens import directory, services
 from tokens.access import DEFAULT_ROLE, public
 from tokens.login import password_login
 from tokens.principal import AuthenticatedHttpRequest
@@ -104,7 +104,7 @@ def token_api(view: TokenView) -> Callable[[AuthenticatedHttpRequest], HttpRespo
             body = _read_json(request)
             username = string_field(body, "username")
             password = string_field(body, "password")
-            if not password_login(request, username, password):
+            if password_login(request, username, password) is None:
                 return error(401, "invalid username or password")
             return view(request, body, username)
         except NotJson:
@@ -126,6 +126,8 @@ def token_api(view: TokenView) -> Callable[[AuthenticatedHttpRequest], HttpRespo
             return error(403, exc.message)
         except Throttled as exc:
             return error(429, str(exc), Retry_After=str(exc.retry_after))
+        except directory.Unavailable as exc:
+            return error(503, str(exc), Retry_After=str(exc.retry_after))
 
     return wrapper
 

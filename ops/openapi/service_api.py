@@ -163,29 +163,39 @@ def _html(description: str) -> Spec:
     return {"description": description, "content": HTML}
 
 
+def _not_text(page: Spec | None) -> Spec:
+    """The 400 the text boundary answers for a query parameter holding a NUL, before the page runs
+    (a JSON error), beside the page's own 400 if it has one."""
+    refused = response("A query parameter that is not text (a NUL character), refused before the page runs.",
+                       ref("schemas", "JsonError"))
+    if page is None:
+        return refused
+    return {"description": f"{page['description']} Or: {refused['description']}",
+            "content": {**page.get("content", {}), **refused["content"]}}
+
+
 def _page(summary: str, operation_id: str, description: str, methods: tuple[str, ...] = ("get",),
-          parameters: list[Spec] | None = None) -> Spec:
+          parameters: list[Spec] | None = None, responses: dict[str, Spec] | None = None) -> Spec:
     item: Spec = {}
     if parameters:
         item["parameters"] = parameters
     for method in methods:
         if method == "post":
-            responses = {"302": {"description": "Done; redirects to the next page."},
-                         "200": _html("The page again, showing the result."),
-                         "400": _html("The form again, with its errors."),
-                         "403": _html("The form's CSRF check failed, or the role does not allow it."),
-                         "404": _html("No such page, repository or manifest.")}
+            answers = {"302": {"description": "Done; redirects to the next page."},
+                       "200": _html("The page again, showing the result."),
+                       "400": _html("The form again, with its errors."),
+                       "403": _html("The form's CSRF check failed, or the role does not allow it."),
+                       "404": _html("No such page, repository or manifest.")}
         else:
-            responses = {"200": _html("An HTML page."),
-                         "302": {"description": "With auth on and no session: to the sign-in page."},
-                         "404": _html("Nothing here.")}
+            answers = responses or {"200": _html("An HTML page."),
+                                    "302": {"description": "With auth on and no session: to the sign-in page."},
+                                    "404": _html("Nothing here.")}
             if any(parameter["in"] == "query" for parameter in parameters or []):
-                responses["400"] = response("A query parameter that is not text (a NUL character), refused "
-                                            "before the page runs.", ref("schemas", "JsonError"))
-        responses["405"] = _html("Method not allowed.")
+                answers = {**answers, "400": _not_text(answers.get("400"))}
+        answers = {**answers, "405": _html("Method not allowed.")}
         item[method] = {"tags": ["web UI"], "summary": summary, "description": description,
                         "operationId": f"{operation_id}{method.capitalize()}", "security": PUBLIC,
-                        "responses": responses}
+                        "responses": answers}
     return item
 
 
@@ -222,7 +232,22 @@ def ui_paths() -> dict[str, Spec]:
         "/ui/r/{name}/-/delete": _page(
             "Confirm by typing the name, then delete a whole repository", "uiDeleteRepository",
             browse + " Deleting needs the admin role.", ("get", "post"), [name]),
-        "/ui/sign-in": _page("Sign in with an htpasswd user", "uiSignIn", "HTML form.", ("get", "post")),
+        "/ui/sign-in": _page("Sign in with a password (htpasswd, LDAP)", "uiSignIn", "HTML form.", ("get", "post")),
+        "/ui/oidc/start": _page(
+            "Sign in with the OpenID Connect provider ([oidc])", "uiOidcStart",
+            "Starts the authorization code flow with PKCE; `?next=` is the page to land on afterwards.",
+            parameters=[_query("next", "A page of this site to go to once signed in.")], responses={
+                "302": {"description": "To the provider's authorization endpoint."},
+                "404": _html("OpenID Connect sign-in is not configured."),
+                "503": _html("The provider's discovery document cannot be read.")}),
+        "/ui/oidc/callback": _page(
+            "Where the OpenID Connect provider sends the browser back", "uiOidcCallback",
+            "Checks `state`, exchanges the code, verifies the ID token, then signs the user in.",
+            parameters=[_query("code", "The authorization code."), _query("state", "The state sent at the start.")],
+            responses={"302": {"description": "Signed in: to the page asked for, else the UI home."},
+                       "400": _html("The sign-in failed (wrong state, used code, a failed check); why, and "
+                                    "no session."),
+                       "404": _html("OpenID Connect sign-in is not configured.")}),
         "/ui/sign-out": _page("Sign out", "uiSignOut", "HTML form action.", ("post",)),
         "/ui/tokens/": _page("The signed-in user's API tokens; create one", "uiTokens", "HTML form.",
                              ("get", "post")),

@@ -35,7 +35,7 @@ from registry import visibility
 from registry.services import exceptions as exc
 from regsite.forwarded import public_host
 from regsite.version import version
-from tokens import authz, htpasswd
+from tokens import authz, external, htpasswd
 from tokens.access import Action, public
 from tokens.principal import ANONYMOUS, OPEN, AuthenticatedHttpRequest, Mechanism, Principal, user
 
@@ -45,6 +45,8 @@ View = Callable[..., HttpResponse]
 SESSION_USER = "ui_user"
 SESSION_SINCE = "ui_since"
 SESSION_CREDENTIAL = "ui_credential"
+SESSION_SOURCE = "ui_source"  # htpasswd (absent), ldap or oidc
+SESSION_GROUPS = "ui_groups"  # what an external identity source gave at sign-in
 SESSION_SECONDS = 12 * 3600
 # The stub types decorator_from_middleware's result as any view or view factory; it wraps a view in a view.
 with_session = cast(Callable[[View], View], decorator_from_middleware(SessionMiddleware))
@@ -116,13 +118,23 @@ def _credential(username: str) -> str | None:
     return salted_hmac("ops.ui.session", f"{username}:{stored}", algorithm="sha256").hexdigest()
 
 
+def _external_credential(username: str, source: str) -> str | None:
+    """An LDAP or OIDC user's fingerprint: None once a local account of the name exists (local
+    accounts win) or an admin disabled the user (tokens.external)."""
+    if username in htpasswd.current_file().snapshot().users or external.disabled(username):
+        return None
+    return salted_hmac("ops.ui.session", f"{source}:{username}", algorithm="sha256").hexdigest()
+
+
 def _signed_in_user(session: Any) -> str | None:
     username, since = session.get(SESSION_USER), session.get(SESSION_SINCE)
     if not isinstance(username, str) or not isinstance(since, int):
         return None
     if not 0 <= time.time() - since <= SESSION_SECONDS:
         return None
-    current, remembered = _credential(username), session.get(SESSION_CREDENTIAL)
+    source = session.get(SESSION_SOURCE)
+    current = _credential(username) if source is None else _external_credential(username, str(source))
+    remembered = session.get(SESSION_CREDENTIAL)
     if current is None or not isinstance(remembered, str) or not constant_time_compare(current, remembered):
         return None
     return username
@@ -134,11 +146,15 @@ def viewer_for(request: HttpRequest) -> Viewer:
     if not settings.AUTH_ENABLED:
         principal = OPEN
     else:
-        principal = user(username, Mechanism.PASSWORD) if username is not None else ANONYMOUS
+        principal = ANONYMOUS if username is None or session is None else user(
+            username, Mechanism.PASSWORD, frozenset(session.get(SESSION_GROUPS) or ()),
+            str(session.get(SESSION_SOURCE) or "htpasswd"))
     return Viewer(username, settings.AUTH_ENABLED, settings.REGISTRY_DELETE_ENABLED, principal)
 
 
-def sign_in(request: HttpRequest, username: str) -> None:
+def sign_in(request: HttpRequest, username: str, principal: Principal | None = None) -> None:
+    """Start a session for the user; ``principal`` says where an LDAP or OIDC user comes from and
+    the groups their source gave (an htpasswd user's are looked up at each view)."""
     # Sessions that ran out are deleted here (an indexed DELETE), so none outlive their 12 hours
     # by long without a scheduled job.
     request.session.clear_expired()
@@ -146,7 +162,12 @@ def sign_in(request: HttpRequest, username: str) -> None:
     rotate_token(request)
     request.session[SESSION_USER] = username
     request.session[SESSION_SINCE] = int(time.time())
-    request.session[SESSION_CREDENTIAL] = _credential(username)
+    if principal is None or principal.source == "htpasswd":
+        request.session[SESSION_CREDENTIAL] = _credential(username)
+    else:
+        request.session[SESSION_SOURCE] = principal.source
+        request.session[SESSION_GROUPS] = sorted(principal.groups)
+        request.session[SESSION_CREDENTIAL] = _external_credential(username, principal.source)
     request.session.set_expiry(SESSION_SECONDS)
 
 

@@ -7,10 +7,10 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from ops.ui import access
+from ops.ui import access, oidc
 from ops.ui.access import UiRequest, error_page, page, ui_view
 from ops.ui.forms import RevokeForm, SignInForm, TokenForm, globs
-from tokens import services
+from tokens import directory, services
 from tokens.access import Role
 from tokens.login import password_login
 from tokens.services import InvalidTokenRequest, TokenNotFound, TooManyTokens
@@ -34,18 +34,24 @@ def sign_in(request: UiRequest) -> HttpResponse:
     if form.is_valid():
         username, password = form.cleaned_data["username"], form.cleaned_data["password"]
         try:
-            if password_login(request, username, password):
-                access.sign_in(request, username)
+            principal = password_login(request, username, password)
+            if principal is not None:
+                access.sign_in(request, username, principal)
+                request.viewer = access.viewer_for(request)  # the audit log names the source
                 return HttpResponseRedirect(target)
             form.add_error(None, "Wrong username or password.")
             status = 400
         except Throttled as exc:
             retry_after, status = exc.retry_after, 429
             form.add_error(None, f"Too many failed sign-ins. Try again in {retry_after} seconds.")
+        except directory.Unavailable as exc:
+            retry_after, status = exc.retry_after, 503
+            form.add_error(None, f"The directory cannot be reached. Try again in {retry_after} seconds.")
     elif form.is_bound:
         status = 400
-    response = page(request, "sign_in.html", {"form": form, "next": target, "hide_sign_in": True},
-                    status)
+    response = page(request, "sign_in.html", {"form": form, "next": target, "hide_sign_in": True,
+                                              "oidc_label": oidc.label() if oidc.configured() else "",
+                                              "oidc_url": oidc.start_url(target)}, status)
     if retry_after:
         response["Retry-After"] = str(retry_after)
     return response

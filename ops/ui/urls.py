@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from ops.ui import account, admin, namespaces, notifications, replication, views
+from ops.ui import account, admin, namespaces, notifications, oidc, replication, views
 
 app_name = "ui"
 NAME = r"(?P<name>[a-z0-9][^?#]*?)"
@@ -18,6 +18,8 @@ urlpatterns = [
     re_path(rf"^r/{NAME}/$", views.repository_detail, name="repository"),
     path("sign-in", account.sign_in, name="sign-in"),
     path("sign-out", account.sign_out, name="sign-out"),
+    path("oidc/start", oidc.start, name="oidc-start"),
+    path("oidc/callback", oidc.callback, name="oidc-callback"),
     path("tokens/", account.tokens, name="tokens"),
     path("tokens/revoke", account.revoke, name="revoke"),
     path("notifications/", notifications.endpoints, name="notifications"),
