@@ -27,7 +27,8 @@ class Blob(models.Model):
 class BlobLink(models.Model):
     """A blob is reachable only through repositories it was pushed or mounted into."""
 
-    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="blob_links")
+    # No index of its own (db_index=False): uniq_blob_link starts with it (migration 0007).
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="blob_links", db_index=False)
     blob = models.ForeignKey(Blob, on_delete=models.CASCADE, related_name="links")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -38,7 +39,8 @@ class BlobLink(models.Model):
 class Manifest(models.Model):
     """A manifest or index, its bytes kept exactly as pushed."""
 
-    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="manifests")
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="manifests",
+                                   db_index=False)  # uniq_manifest_digest starts with it
     digest = models.CharField(max_length=200)
     media_type = models.CharField(max_length=255)
     size = models.BigIntegerField()
@@ -73,7 +75,8 @@ class ManifestReference(models.Model):
 
 
 class Tag(models.Model):
-    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="tags")
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="tags",
+                                   db_index=False)  # uniq_tag starts with it
     name = models.CharField(max_length=128)
     manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="tags")
     updated_at = models.DateTimeField(default=timezone.now)
@@ -82,6 +85,9 @@ class Tag(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["repository", "name"], name="uniq_tag")]
+        # A repository's tags by when they were pushed: the web UI's default order and retention's
+        # keep_last ranking, read a page at a time (on PostgreSQL, also tag_name_bytes: migration 0007).
+        indexes = [models.Index(fields=["repository", "updated_at", "id"], name="tag_pushed_idx")]
 
     def __str__(self) -> str:
         return self.name

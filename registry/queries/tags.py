@@ -29,10 +29,12 @@ def point_tags(repository_id: int, manifest_id: int, tags: list[str], now: datet
 @statement
 def _names_sql(after: bool, limited: bool) -> str:
     # Hand-written: compiling it with the ORM, plus a separate repository lookup, was most of a list.
+    # The repository's id as a scalar subquery, not a join: PostgreSQL then reads tag_name_bytes in
+    # the order asked for and stops at the limit, where after a join it sorted the whole repository.
     key = byte_order_sql("t.name")
-    return (f"SELECT t.name FROM {table(Tag)} t JOIN {table(Repository)} r ON r.id = t.repository_id "
-            "WHERE r.name = %s" + (f" AND {key} > %s" if after else "") + f" ORDER BY {key}"
-            + (" LIMIT %s" if limited else ""))
+    return (f"SELECT t.name FROM {table(Tag)} t WHERE t.repository_id = "
+            f"(SELECT r.id FROM {table(Repository)} r WHERE r.name = %s)"
+            + (f" AND {key} > %s" if after else "") + f" ORDER BY {key}" + (" LIMIT %s" if limited else ""))
 
 
 def tag_names(repository: str, after: str | None, limit: int | None) -> list[str]:
