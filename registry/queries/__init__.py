@@ -18,7 +18,6 @@ from registry.queries._sql import byte_order
 from registry.queries.blobs import (
     BlobRow,
     BlobTotals,
-    LinkRow,
     MountSource,
     QuotaLink,
     StoredBlob,
@@ -27,14 +26,10 @@ from registry.queries.blobs import (
     blob_page,
     blob_totals,
     delete_blob,
-    delete_unreferenced_links,
-    delete_unused_blobs,
     known_digests,
     link_blob,
     linked_blob,
     linked_digests,
-    linked_since,
-    links_created_before,
     mount_sources,
     quota_links_by_id,
     quota_links_in_repository,
@@ -44,11 +39,29 @@ from registry.queries.blobs import (
     repositories_linking_blobs,
     unlink_blob,
 )
+from registry.queries.collection import (
+    LinkRow,
+    NamedRepository,
+    UnusedBlob,
+    blob_ranges,
+    delete_blob_rows,
+    delete_links,
+    forget_doomed,
+    hold_doomed,
+    link_ranges,
+    repositories_with_untagged,
+    repository_page,
+    serial_plans,
+    unreferenced_links,
+    unused_blobs,
+)
+from registry.queries.graph import GraphNode, candidate_page, graph_nodes, index_parents, tag_names_of
 from registry.queries.locks import (
     acquire_lease,
     delete_free_lease,
     lease_held,
     lock_keys,
+    lock_repository,
     release_lease,
     renew_lease,
     set_lease_data,
@@ -57,9 +70,6 @@ from registry.queries.manifests import (
     ManifestDetails,
     ManifestNode,
     ManifestRow,
-    blob_reference_counts,
-    blob_reference_counts_in,
-    blob_references,
     delete_manifest,
     delete_manifests,
     index_children,
@@ -114,7 +124,6 @@ from registry.queries.tags import (
     tag_names,
     tag_rows,
     tag_targets,
-    tagged_manifests,
     tags_for_removal,
     tags_of,
     tags_of_digest,
@@ -141,17 +150,23 @@ __all__ = [
     # _sql
     "byte_order",
     # blobs
-    "BlobRow", "BlobTotals", "LinkRow", "MountSource", "QuotaLink", "StoredBlob", "blob_count", "blob_exists",
-    "blob_page", "blob_totals", "delete_blob", "delete_unreferenced_links", "delete_unused_blobs",
-    "known_digests", "link_blob", "linked_blob", "linked_digests", "linked_since", "links_created_before",
+    "BlobRow", "BlobTotals", "MountSource", "QuotaLink", "StoredBlob", "blob_count", "blob_exists",
+    "blob_page", "blob_totals", "delete_blob",
+    "known_digests", "link_blob", "linked_blob", "linked_digests",
     "mount_sources", "quota_links_by_id", "quota_links_in_repository", "quota_links_of_blobs",
     "quota_links_of_digest", "repositories_linking", "repositories_linking_blobs", "unlink_blob",
+    # collection
+    "LinkRow", "NamedRepository", "UnusedBlob", "blob_ranges", "delete_blob_rows", "delete_links", "forget_doomed",
+    "hold_doomed", "link_ranges", "repositories_with_untagged", "repository_page", "serial_plans",
+    "unreferenced_links", "unused_blobs",
+    # graph
+    "GraphNode", "candidate_page", "graph_nodes", "index_parents", "tag_names_of",
     # locks
-    "acquire_lease", "delete_free_lease", "lease_held", "lock_keys", "release_lease", "renew_lease",
+    "acquire_lease", "delete_free_lease", "lease_held", "lock_keys", "lock_repository", "release_lease", "renew_lease",
     "set_lease_data",
     # manifests
-    "ManifestDetails", "ManifestNode", "ManifestRow", "blob_reference_counts", "blob_reference_counts_in",
-    "blob_references", "delete_manifest", "delete_manifests", "index_children", "insert_manifest",
+    "ManifestDetails", "ManifestNode", "ManifestRow",
+    "delete_manifest", "delete_manifests", "index_children", "insert_manifest",
     "manifest_by_digest", "manifest_by_tag", "manifest_details", "manifest_id", "manifest_nodes",
     "stored_manifests", "touch_pulled",
     # proxy
@@ -167,7 +182,7 @@ __all__ = [
     "delete_repository", "find_repository", "probe_registry_table", "with_content",
     # tags
     "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",
-    "tag_targets", "tagged_manifests", "tags_for_removal", "tags_of", "tags_of_digest",
+    "tag_targets", "tags_for_removal", "tags_of", "tags_of_digest",
     # uploads
     "Session", "acquire_session", "count_live_sessions", "delete_idle_session", "delete_session", "idle_sessions",
     "insert_session", "known_sessions", "multipart_upload_ids", "read_session", "release_session", "renew_session",

@@ -50,11 +50,6 @@ def tags_of(manifest_id: int) -> list[str]:
                 .values_list("name", flat=True))
 
 
-def tagged_manifests(repository_id: int) -> set[int]:
-    """Ids of the repository's manifests that a tag points at."""
-    return set(Tag.objects.filter(repository_id=repository_id).values_list("manifest_id", flat=True))
-
-
 def delete_tag(repository_id: int, name: str) -> int:
     deleted, _ = Tag.objects.filter(repository_id=repository_id, name=name).delete()
     return deleted

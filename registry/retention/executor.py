@@ -2,7 +2,7 @@
 remove the tags the plan names, and report every removal with its rule and clause.
 
 Retention removes tags only. The manifests that are then left to go, and the blobs only they use,
-are removed by the garbage collector (services.gc asks ``collectable``), with its usual re-checks
+are removed by the garbage collector (services.gc asks ``roots``), with its usual re-checks
 under the digest locks. A tag is removed only if it is as it was planned, checked under its row
 lock: moved by a push, or its image pulled, since the plan, it stays.
 
@@ -14,7 +14,7 @@ distribution.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Callable
 
 from django.db import transaction
@@ -24,7 +24,7 @@ from notifications import context, outbox
 from registry import queries as q
 from registry.policies.rules import current
 from registry.retention import planner
-from registry.services import sweep
+from registry.services import reachability, sweep
 
 Report = Callable[[str], None]
 
@@ -64,15 +64,28 @@ def snapshot(repository_id: int, name: str) -> planner.Snapshot:
     )
 
 
-def collectable(repository_id: int, name: str, now: datetime | None = None) -> dict[int, str] | None:
-    """The manifests a collection may remove from a repository a rule covers (id -> digest); None
-    when no rule covers it."""
+def roots(name: str, now: datetime | None = None) -> reachability.Roots | None:
+    """What keeps the manifests of a repository a rule covers, for a collection; None when no
+    rule covers it (planner.collectable's rule, decided a page at a time by services.reachability)."""
     policies = current()
     rule = policies.retention_for(name)
     if rule is None:
         return None
-    return planner.collectable(snapshot(repository_id, name), rule, policies.immutable_for(name),
-                               now or timezone.now())
+    moment = now or timezone.now()
+    immutable = policies.immutable_for(name)
+    return reachability.Roots(
+        pushed_after=moment - timedelta(hours=rule.untagged_after_hours),
+        pulled_after=moment - timedelta(days=rule.pulled_within_days) if rule.pulled_within_days else None,
+        referrers_follow=True,
+        immutable=immutable.covers if immutable is not None else None,
+    )
+
+
+def collectable(repository_id: int, name: str, now: datetime | None = None) -> dict[int, str] | None:
+    """The manifests a collection may remove from a repository a rule covers (id -> digest); None
+    when no rule covers it."""
+    kept_by = roots(name, now)
+    return None if kept_by is None else reachability.unkept_all(repository_id, kept_by)
 
 
 ACTOR = "retention"  # who the delete events of removed tags name

@@ -204,3 +204,4 @@ class _BlobFiles:
         path = self.root / paths.blob_data(Digest.parse(digest))
         os.makedirs(path.parent, exist_ok=True)
         path.write_bytes(data)
+

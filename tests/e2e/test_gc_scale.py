@@ -1,0 +1,105 @@
+"""Garbage collection is linear in what it examines, and pulls keep their latency meanwhile.
+
+The same shape at two sizes (tests/support/scale.py: N tags in one repository beside N single-image
+repositories sharing one base layer, every tenth image of the big repository untagged, N/100
+unreferenced blobs), each collected once with --delete-untagged under gunicorn while a client pulls
+manifests of both kinds of repository (each pull also records itself: a write). The larger is 10
+times the smaller; its collection must take at most 10 times as long (issue 25 measured 63 times
+on SQLite), and the pulls' p99 stay under 250 ms. ``GC_SCALE_SIZES=2000,20000`` runs it smaller.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import statistics
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.support import scale
+from tests.support.server import REPO, VENV_BIN, RegistryServer
+
+pytestmark = pytest.mark.serial  # timing-sensitive: run alone (make test)
+SIZES = tuple(int(n) for n in os.environ.get("GC_SCALE_SIZES", "10000,100000").split(","))
+ACCEPT = "application/vnd.oci.image.manifest.v1+json"
+
+
+def _scale(server: RegistryServer, *args: str) -> dict:
+    done = subprocess.run([str(VENV_BIN / "python"), "-m", "tests.support.scale_cli", *args], cwd=REPO,
+                          env=server.env(), capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class _Pulls(threading.Thread):
+    """Manifest GETs by tag, one after another on a keep-alive connection, until stopped."""
+
+    def __init__(self, server: RegistryServer, size: int) -> None:
+        super().__init__(daemon=True)
+        self.server, self.size = server, size
+        self.latencies: list[float] = []
+        self.failures: list[int] = []
+        self.stopping = threading.Event()
+
+    def _path(self, rng: random.Random) -> str:
+        if rng.random() < 0.5:
+            number = rng.randrange(self.size)
+            if number % 10 == 9:  # untagged: the collector removes it
+                number -= 1
+            return f"/v2/{scale.BIG}/manifests/{scale.big_tag(number)}"
+        return f"/v2/{scale.small_repository(rng.randrange(self.size))}/manifests/latest"
+
+    def run(self) -> None:
+        rng = random.Random(25)
+        connection = http.client.HTTPConnection(self.server.host, timeout=30)
+        while not self.stopping.is_set():
+            started = time.perf_counter()
+            connection.request("GET", self._path(rng), headers={"Accept": ACCEPT})
+            response = connection.getresponse()
+            response.read()
+            self.latencies.append(time.perf_counter() - started)
+            if response.status != 200:
+                self.failures.append(response.status)
+        connection.close()
+
+
+def _p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100)[98] if len(values) >= 100 else max(values)
+
+
+def _collect_while_pulling(start_registry: Callable[..., RegistryServer], size: int) -> tuple[dict, list[float]]:
+    server = start_registry(name=f"gc-{size}")
+    loaded = _scale(server, "load", "--size", str(size), "--untagged-every", "10", "--orphans", str(size // 100))
+    assert loaded["images"] == 2 * size
+    pulls = _Pulls(server, size)
+    pulls.start()
+    try:
+        time.sleep(1)  # the pulls' own warm-up (connections, first queries) is not the collector's doing
+        pulls.latencies.clear()
+        collected = _scale(server, "collect", "--delete-untagged")
+    finally:
+        pulls.stopping.set()
+        pulls.join()
+    assert pulls.failures == []
+    assert (collected["manifests"], collected["blobs"]) == (size // 10, size // 10 + size // 100)
+    return collected, pulls.latencies
+
+
+def test_collection_time_grows_linearly_and_pulls_keep_their_latency(start_registry, tmp_path: Path) -> None:
+    small, large = SIZES
+    assert large == 10 * small
+    timed = {}
+    for size in (small, large):
+        collected, latencies = _collect_while_pulling(start_registry, size)
+        timed[size] = collected["seconds"]
+        p99 = _p99(latencies) * 1000
+        print(f"size {size}: collection {collected['seconds']:.1f} s, {len(latencies)} pulls meanwhile, "
+              f"p99 {p99:.0f} ms, max {max(latencies) * 1000:.0f} ms")
+        assert p99 < 250, f"size {size}: p99 of manifest GETs during the collection {p99:.0f} ms"
+    assert timed[large] <= 10 * timed[small], timed
