@@ -104,10 +104,24 @@ from registry.queries.quotas import (
     usage_of,
 )
 from registry.queries.referrers import ReferrerRow, annotations_of, referrer_rows
+from registry.queries.retention import (
+    Doomed,
+    Removal,
+    TagLine,
+    add_doomed,
+    add_removals,
+    clear_doomed,
+    doomed_among,
+    doomed_by_push,
+    plan_tables,
+    removals_by_name,
+    removed_names,
+    tags_newest_first,
+    tags_of_manifests,
+)
 from registry.queries.repositories import (
     RemovedRows,
     RepositoryRow,
-    all_repositories,
     catalog_names,
     create_repository,
     delete_repository,
@@ -177,8 +191,11 @@ __all__ = [
     "usage_of",
     # referrers
     "ReferrerRow", "annotations_of", "referrer_rows",
+    # retention
+    "Doomed", "Removal", "TagLine", "add_doomed", "add_removals", "clear_doomed", "doomed_among", "doomed_by_push",
+    "plan_tables", "removals_by_name", "removed_names", "tags_newest_first", "tags_of_manifests",
     # repositories
-    "RemovedRows", "RepositoryRow", "all_repositories", "catalog_names", "create_repository",
+    "RemovedRows", "RepositoryRow", "catalog_names", "create_repository",
     "delete_repository", "find_repository", "probe_registry_table", "with_content",
     # tags
     "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",

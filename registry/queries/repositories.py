@@ -43,12 +43,6 @@ def probe_registry_table() -> None:
     Repository.objects.exists()
 
 
-def all_repositories() -> list[RepositoryRow]:
-    """Every repository, by name."""
-    return [RepositoryRow(*row) for row in
-            Repository.objects.order_by("name").values_list("id", "name", "created_at")]
-
-
 def with_content() -> QuerySet[Repository]:
     """Repositories holding at least one manifest: the ones the catalog and the UI show (one that
     holds only blobs, or whose manifests were all deleted, is not listed)."""
