@@ -27,7 +27,7 @@ from registry.storage.driver import PathNotFound, StorageDriver, delete_if_exist
 BATCH = 200  # rows per write transaction
 RANGE = 2000  # rows a collection examines per statement
 DATA_BATCH = 50
-WRITER_BUDGET = 0.05  # seconds of lock held between pauses, see writing
+WRITER_BUDGET = 0.1  # seconds of lock held between pauses, see writing
 WRITER_PAUSE = 0.1  # seconds
 PROGRESS_EVERY = 10_000
 
@@ -71,9 +71,9 @@ def writing() -> Iterator[None]:
     SQLite writers waiting for the lock poll it (every 100 ms once they have waited a while), so a
     collector that starts its next transaction as soon as one ends could keep a push waiting for
     its whole run. Once its transactions have held the lock for WRITER_BUDGET in all, it pauses
-    for WRITER_PAUSE and waiting writers get their turn. Its pauses then add up to no more than
-    twice the time it held the lock, which grows with what it deletes, not with what it examines
-    (a pause after every transaction made a collection of a million links sleep for minutes).
+    for WRITER_PAUSE and waiting writers get their turn. Its pauses then add up to about the time it
+    held the lock, which grows with what it deletes, not with what it examines (a pause after every
+    transaction made a collection of a million links sleep for minutes).
     """
     outermost = not connection.in_atomic_block
     with transaction.atomic():
