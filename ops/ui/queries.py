@@ -7,17 +7,18 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, Iterable
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, Max, OuterRef, Subquery, Sum
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import Max
 
+from ops.ui import tallies
 from ops.ui.manifests import summarize
 from registry import queries as shared
 from registry.digests import is_digest_like
 from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
-from registry.models import Blob, BlobLink, Manifest, ManifestReference, Tag
+from registry.models import Blob, Manifest, ManifestReference, Tag
 from registry.policies.immutable import immutable_tags
 from registry.queries import byte_order
 from registry.services.common import check_tag, get_repository, parse_digest
@@ -49,6 +50,7 @@ class Overview:
     blobs: int
     stored_bytes: int
     recent: list[RecentTag]
+    counted_at: datetime | None = None  # the totals as counted then (ops.ui.tallies); None: now
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class RepositoryRow:
     tags: int
     size: int
     last_push: datetime | None
+    counted_at: datetime | None = None  # tags and size as counted then; None: now
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class RepositoryInfo:
     manifests: int
     size: int
     last_push: datetime | None
+    counted_at: datetime | None = None  # tags, manifests and size as counted then; None: now
 
 
 @dataclass(frozen=True)
@@ -126,77 +130,69 @@ def artifact_type(stored: str) -> str:
 
 
 def overview() -> Overview:
-    blobs = shared.blob_totals()
-    recent = (
+    totals = tallies.figures("registry", shared.registry_totals, tallies.registry_is_small())
+    recent = (  # tag_recent_idx, newest first
         Tag.objects.order_by("-updated_at", "-id")
         .values_list("repository__name", "name", "manifest__digest", "manifest__media_type", "updated_at")
     )
+    data = totals.data
     return Overview(
-        repositories=shared.with_content().count(),
-        tags=Tag.objects.count(),
-        manifests=Manifest.objects.count(),
-        blobs=blobs.blobs,
-        stored_bytes=blobs.size,
-        recent=[RecentTag(*row) for row in recent[:RECENT_TAGS]],
+        repositories=data["repositories"], tags=data["tags"], manifests=data["manifests"], blobs=data["blobs"],
+        stored_bytes=data["bytes"], recent=[RecentTag(*row) for row in recent[:RECENT_TAGS]],
+        counted_at=totals.counted_at,
     )
 
 
-def _last_push() -> Any:
-    """The later of the newest manifest and the newest tag move: both are pushes."""
-    newest_manifest = Subquery(
-        Manifest.objects.filter(repository=OuterRef("pk")).order_by("-created_at").values("created_at")[:1]
-    )
-    newest_tag = Subquery(
-        Tag.objects.filter(repository=OuterRef("pk")).order_by("-updated_at").values("updated_at")[:1]
-    )
-    return Greatest(Coalesce(newest_tag, newest_manifest), newest_manifest)
+class _Counted(Paginator):
+    """A paginator told its count (a tally, or a count up to a bound) instead of counting."""
+
+    def __init__(self, object_list: Any, per_page: int, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self.__dict__["count"] = count  # Paginator.count is a cached property
 
 
-def repositories(search: str, page_number: Any, sort: str = "name") -> tuple[Page, list[RepositoryRow]]:
-    query = shared.with_content()
+SEARCH_COUNT = 10_000  # matches counted for a search, at most (each costs a look at a name)
+
+
+def repositories(search: str, page_number: Any, sort: str = "name"
+                 ) -> tuple[Page, list[RepositoryRow], datetime | None]:
+    """A page of the repositories with content, their rows, and when the total was counted (None:
+    now; a search counts its matches, up to SEARCH_COUNT + 1)."""
+    query, counted_at = shared.with_content(), None
     if search:
         query = query.filter(name__icontains=search)
+        count = shared.repositories_matching(search, SEARCH_COUNT + 1)
+    else:
+        totals = tallies.figures("registry", shared.registry_totals, tallies.registry_is_small())
+        count, counted_at = totals.data["repositories"], totals.counted_at
     if sort == "recent":
-        query = query.annotate(last=_last_push()).order_by(F("last").desc(nulls_last=True), "name")
+        query = query.order_by("-pushed_at", "-id")  # repository_pushed_idx
     else:
         query = query.alias(key=byte_order("name")).order_by("key")
-    page = Paginator(query.values_list("id", "name"), PAGE_SIZE).get_page(page_number)
-    ids = [row[0] for row in page.object_list]
-    stats = _repository_stats(ids)
-    rows = [RepositoryRow(name, *stats.get(pk, (0, 0, None))) for pk, name in page.object_list]
-    return page, rows
+    page = _Counted(query.values_list("id", "name"), PAGE_SIZE, count).get_page(page_number)
+    stats = _repository_stats([row[0] for row in page.object_list])
+    rows = [RepositoryRow(name, stats[pk]["tags"], stats[pk]["bytes"], stats[pk]["pushed"], stats[pk]["counted_at"])
+            for pk, name in page.object_list]
+    return page, rows, counted_at
 
 
-def _repository_stats(ids: list[int]) -> dict[int, tuple[int, int, datetime | None]]:
-    """(tag count, linked blob bytes, last push) for each repository id."""
-    if not ids:
-        return {}
-    tags = {
-        r["repository_id"]: (r["n"], r["last"])
-        for r in Tag.objects.filter(repository_id__in=ids).values("repository_id")
-        .annotate(n=Count("id"), last=Max("updated_at")).order_by()
-    }
-    pushed = dict(
-        Manifest.objects.filter(repository_id__in=ids).values("repository_id")
-        .annotate(last=Max("created_at")).order_by().values_list("repository_id", "last")
-    )
-    sizes = dict(
-        BlobLink.objects.filter(repository_id__in=ids).values("repository_id")
-        .annotate(total=Sum("blob__size")).order_by().values_list("repository_id", "total")
-    )
-    stats = {}
-    for pk in ids:
-        count, tag_moved = tags.get(pk, (0, None))
-        moments = [m for m in (tag_moved, pushed.get(pk)) if m is not None]
-        stats[pk] = (count, sizes.get(pk) or 0, max(moments) if moments else None)
+def _repository_stats(ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Tags, manifests, linked blob bytes and last push of each repository: counted for the page,
+    or, for a repository too big to count on every view, as last counted (its ``counted_at``)."""
+    stats = shared.repository_figures(ids)
+    for pk, figures in stats.items():
+        figures["counted_at"] = None
+        if figures["big"]:
+            found = tallies.figures(f"repository:{pk}", partial(shared.repository_totals, pk), cheap=False)
+            figures |= {**found.data, "counted_at": found.counted_at}
     return stats
 
 
 def repository(name: str) -> RepositoryInfo:
     repo = get_repository(name)
-    count, size, last = _repository_stats([repo.id])[repo.id]
-    manifests = Manifest.objects.filter(repository_id=repo.id).count()
-    return RepositoryInfo(repo.id, repo.name, repo.created_at, count, manifests, size, last)
+    stats = _repository_stats([repo.id])[repo.id]
+    return RepositoryInfo(repo.id, repo.name, repo.created_at, stats["tags"], stats["manifests"], stats["bytes"],
+                          stats["pushed"], stats["counted_at"])
 
 
 def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[Page, list[TagRow]]:
@@ -207,7 +203,7 @@ def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[
         query = query.order_by("-updated_at", "-id")
     columns = ("name", "updated_at", "manifest_id", "manifest__digest", "manifest__media_type",
                "manifest__artifact_type", "manifest__size", "manifest__last_pulled_at")
-    page = Paginator(query.values_list(*columns), PAGE_SIZE).get_page(page_number)
+    page = _Counted(query.values_list(*columns), PAGE_SIZE, repo.tags).get_page(page_number)
     manifest_ids = {row[2] for row in page.object_list}
     sizes = content_sizes(repo.id, manifest_ids)
     platforms = _platforms(manifest_ids)
@@ -259,23 +255,25 @@ def _platforms(manifest_ids: Iterable[int]) -> dict[int, list[str]]:
     return {pk: summarize(bytes(body), media_type).platforms for pk, media_type, body in rows}
 
 
-def untagged(repo: RepositoryInfo) -> tuple[int, list[UntaggedRow]]:
-    """Manifests no tag points to (index children, referrers, images whose tag moved on)."""
-    query = Manifest.objects.filter(repository_id=repo.id, tags__isnull=True)
+UNTAGGED_SCAN = 5_000  # a repository's newest manifests the untagged list looks among
+
+
+def untagged(repo: RepositoryInfo) -> tuple[int, bool, list[UntaggedRow]]:
+    """Manifests no tag points to (index children, referrers, images whose tag moved on), newest
+    first, among the repository's UNTAGGED_SCAN newest: (how many there are, whether that counted
+    every manifest of the repository, the newest UNTAGGED_LIMIT of them)."""
+    newest = Manifest.objects.filter(repository_id=repo.id).order_by("-created_at", "-id")  # manifest_pushed_idx
+    window = newest.values("id")[:UNTAGGED_SCAN]
+    query = Manifest.objects.filter(id__in=window, tags__isnull=True)
     total = query.count()
     rows = list(
         query.order_by("-created_at", "-id").values_list(
             "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at", "last_pulled_at"
         )[:UNTAGGED_LIMIT]
     )
-    digests = [row[1] for row in rows]
-    children = set(
-        ManifestReference.objects.filter(
-            manifest__repository_id=repo.id, kind=ManifestReference.MANIFEST, digest__in=digests
-        ).values_list("digest", flat=True)
-    ) if digests else set()
+    children = {child for child, _parent in shared.index_parents(repo.id, [row[1] for row in rows])}
     sizes = content_sizes(repo.id, [row[0] for row in rows])
-    return total, [
+    return total, repo.manifests <= UNTAGGED_SCAN, [
         UntaggedRow(digest, media_type, artifact_type(kind), subject, sizes.get(pk) or size, created,
                     digest in children, pulled)
         for pk, digest, media_type, kind, subject, size, created, pulled in rows

@@ -129,6 +129,18 @@ from registry.queries.repositories import (
     probe_registry_table,
     with_content,
 )
+from registry.queries.tallies import (
+    BIG_REPOSITORY,
+    biggest_table_rows,
+    claim_tally,
+    read_tally,
+    registry_totals,
+    release_tally,
+    repositories_matching,
+    repository_figures,
+    repository_totals,
+    store_tally,
+)
 from registry.queries.tags import (
     TagRow,
     delete_tag,
@@ -197,6 +209,9 @@ __all__ = [
     # repositories
     "RemovedRows", "RepositoryRow", "catalog_names", "create_repository",
     "delete_repository", "find_repository", "probe_registry_table", "with_content",
+    # tallies
+    "BIG_REPOSITORY", "biggest_table_rows", "claim_tally", "read_tally", "registry_totals", "release_tally",
+    "repositories_matching", "repository_figures", "repository_totals", "store_tally",
     # tags
     "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",
     "tag_targets", "tags_for_removal", "tags_of", "tags_of_digest",

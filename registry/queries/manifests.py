@@ -10,6 +10,7 @@ from django.db import connection
 
 from registry.models import Manifest, ManifestReference, Repository, Tag
 from registry.queries._sql import execute, fetch_all, fetch_one, marks, moment, statement, table
+from registry.queries.repositories import touch_pushed
 
 
 class ManifestRow(NamedTuple):
@@ -129,6 +130,7 @@ def insert_manifest(repository_id: int, digest: str, body: bytes, media_type: st
         [ManifestReference(manifest=manifest, digest=d, kind=ManifestReference.BLOB) for d in blobs]
         + [ManifestReference(manifest=manifest, digest=d, kind=ManifestReference.MANIFEST) for d in children]
     )
+    touch_pushed(repository_id, manifest.created_at)
     return int(manifest.pk)
 
 

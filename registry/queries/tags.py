@@ -7,6 +7,7 @@ from typing import NamedTuple, Sequence
 
 from registry.models import Repository, Tag
 from registry.queries._sql import byte_order, byte_order_sql, execute_many, fetch_all, moment, statement, table
+from registry.queries.repositories import touch_pushed
 
 
 @statement
@@ -24,6 +25,7 @@ def point_tags(repository_id: int, manifest_id: int, tags: list[str], now: datet
     if tags:
         at = moment(now)
         execute_many(_upsert_sql(), [(repository_id, tag, manifest_id, at) for tag in tags])
+        touch_pushed(repository_id, now)
 
 
 @statement

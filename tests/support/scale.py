@@ -155,7 +155,8 @@ def load(shape: Shape, storage_root: Path | None = None, progress: Callable[[int
         rows = [(img, repositories[img.repository], ids.take(Manifest), ids.take(Blob),
                  first + timedelta(seconds=done + k)) for k, img in enumerate(chunk)]
         with transaction.atomic():
-            bulk.load(Repository, ["id", "name", "created_at"], [(repositories[name], name, first) for name in fresh])
+            bulk.load(Repository, ["id", "name", "created_at", "pushed_at"],
+                      [(repositories[name], name, first, _last_push(shape, name, first)) for name in fresh])
             bulk.load(Blob, ["id", "digest", "size", "created_at"],
                       [(bid, img.config_digest, len(img.config), t) for img, _, _, bid, t in rows])
             bulk.load(BlobLink, ["repository_id", "blob_id", "created_at"],
@@ -177,6 +178,14 @@ def load(shape: Shape, storage_root: Path | None = None, progress: Callable[[int
         progress(done)
     _load_orphans(shape, ids, repositories.get(BIG), first, write)
     bulk.finish()
+
+
+def _last_push(shape: Shape, name: str, first: datetime) -> datetime:
+    """Repository.pushed_at as pushes keep it: when the repository's last image was pushed (the
+    big repository's images come first, a second apart, then one per small repository)."""
+    if name == BIG:
+        return first + timedelta(seconds=shape.big_tags - 1)
+    return first + timedelta(seconds=shape.big_tags + int(name.rsplit("r", 1)[1]))
 
 
 def _load_orphans(shape: Shape, ids: _Ids, repository_id: int | None, at: datetime,
