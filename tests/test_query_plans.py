@@ -18,10 +18,11 @@ from django.test.utils import CaptureQueriesContext
 from registry import queries
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
 from tests.support import scale
+from tests.support import scale_content as content
 
 pytestmark = pytest.mark.django_db
-SHAPE = scale.Shape(big_tags=100_000, small=10_000, files=False)
-SMALL = scale.small_repository(4242)
+SHAPE = content.Shape(big_tags=100_000, small=10_000, files=False)
+SMALL = content.small_repository(4242)
 POSTGRES = connection.vendor == "postgresql"
 # Rows a page of 100 may touch: the page, the row that says another follows, index lookups.
 WORK_BOUND = 1_000
@@ -87,30 +88,31 @@ def _check(call: Callable[[], Any], postgres_index: str, sqlite_search: str) -> 
             _check_sqlite(sql, sqlite_search)
 
 
-@pytest.mark.parametrize("repository", [scale.BIG, SMALL])
-@pytest.mark.parametrize("after", [None, scale.big_tag(50_000)])
+@pytest.mark.parametrize("repository", [content.BIG, SMALL])
+@pytest.mark.parametrize("after", [None, content.big_tag(50_000)])
 def test_a_tags_page_reads_the_index_in_order(big, repository: str, after: str | None) -> None:
     _check(lambda: queries.tag_names(repository, after, 101), "tag_name_bytes",
            "INDEX sqlite_autoindex_registry_tag_1 (repository_id=?")
 
 
-@pytest.mark.parametrize("after", [None, scale.BIG, scale.small_repository(5000)])
+@pytest.mark.parametrize("after", [None, content.BIG, content.small_repository(5000)])
 def test_a_catalog_page_reads_the_index_in_order(big, after: str | None) -> None:
     _check(lambda: queries.catalog_names(after, 101), "repository_name_bytes",
            "INDEX sqlite_autoindex_registry_repository_1")
 
 
-@pytest.mark.parametrize("repository", [scale.BIG, SMALL])
+@pytest.mark.parametrize("repository", [content.BIG, SMALL])
 @pytest.mark.parametrize("with_body", [True, False])
 def test_a_manifest_by_tag_is_one_index_lookup(big, repository: str, with_body: bool) -> None:
-    tag = scale.big_tag(77_777) if repository == scale.BIG else "latest"
+    tag = content.big_tag(77_777) if repository == content.BIG else "latest"
     _check(lambda: queries.manifest_by_tag(repository, tag, with_body), "uniq_tag", "(repository_id=? AND name=?)")
 
 
-@pytest.mark.parametrize("repository", [scale.BIG, SMALL])
+@pytest.mark.parametrize("repository", [content.BIG, SMALL])
 def test_a_manifest_by_digest_is_one_index_lookup(big, repository: str) -> None:
-    number = 77_777 if repository == scale.BIG else 4242
-    digest = scale.image(repository, scale.big_tag(number) if repository == scale.BIG else "latest", number).digest
+    number = 77_777 if repository == content.BIG else 4242
+    tag = content.big_tag(number) if repository == content.BIG else "latest"
+    digest = content.image(repository, tag, number).digest
     assert queries.manifest_by_digest(repository, digest) is not None
     _check(lambda: queries.manifest_by_digest(repository, digest), "uniq_manifest_digest",
            "(repository_id=? AND digest=?)")

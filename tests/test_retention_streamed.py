@@ -17,6 +17,7 @@ from registry.models import Blob, BlobLink, Manifest, ManifestReference, Reposit
 from registry.policies.rules import current
 from registry.retention import executor, planner
 from tests.support import scale
+from tests.support import scale_content as content
 from tests.support.lifecycle import push_image, push_index
 
 pytestmark = pytest.mark.django_db
@@ -77,7 +78,7 @@ def test_the_executor_plans_what_the_planner_specifies_line_for_line(settings, m
 
 def _peak_of_a_dry_run(settings, tags: int) -> int:  # type: ignore[no-untyped-def]
     settings.REGISTRY_RETENTION = [{"name": "", "repositories": "scale/*", "keep_last": 10}]
-    scale.load(scale.Shape(big_tags=tags, small=0, files=False))
+    scale.load(content.Shape(big_tags=tags, small=0, files=False))
     reported = [0]
 
     def count(_line: str) -> None:

@@ -22,7 +22,7 @@ from typing import Callable
 
 import pytest
 
-from tests.support import scale
+from tests.support import scale_content as content
 from tests.support.server import REPO, VENV_BIN, RegistryServer
 
 pytestmark = pytest.mark.serial  # timing-sensitive: run alone (make test)
@@ -52,8 +52,8 @@ class _Pulls(threading.Thread):
             number = rng.randrange(self.size)
             if number % 10 == 9:  # untagged: the collector removes it
                 number -= 1
-            return f"/v2/{scale.BIG}/manifests/{scale.big_tag(number)}"
-        return f"/v2/{scale.small_repository(rng.randrange(self.size))}/manifests/latest"
+            return f"/v2/{content.BIG}/manifests/{content.big_tag(number)}"
+        return f"/v2/{content.small_repository(rng.randrange(self.size))}/manifests/latest"
 
     def run(self) -> None:
         rng = random.Random(25)

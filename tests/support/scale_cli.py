@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     loading.add_argument("--size", type=int, required=True)
     loading.add_argument("--untagged-every", type=int, default=0)
     loading.add_argument("--orphans", type=int, default=0)
+    loading.add_argument("--referrers", type=int, default=0)
     loading.add_argument("--no-files", action="store_true")
     collecting = commands.add_parser("collect")
     collecting.add_argument("--delete-untagged", action="store_true")
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     if args.command == "load":
         shape = Shape.of_size(args.size, untagged_every=args.untagged_every, orphans=args.orphans,
-                              files=not args.no_files)
+                              referrers=args.referrers, files=not args.no_files)
         load(shape, Path(settings.REGISTRY_STORAGE_ROOT))
         print(json.dumps({"seconds": time.monotonic() - started, "images": shape.images}))
         return 0
