@@ -228,8 +228,10 @@ def run_scale(args: argparse.Namespace) -> None:
     reference = min(args.scale_size, 100_000) if args.scale_reference_size is None else args.scale_reference_size
     scratch = Path(tempfile.mkdtemp(prefix="registry-bench-scale-"))
     try:
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        partial = OUT_DIR / f"scale-{args.scale_size}.partial.md"
         markdown, figures = scale.run(args.scale_size, args.scale_databases.split(","), reference, scratch,
-                                      lambda line: print(f"  {line}", flush=True))
+                                      lambda line: print(f"  {line}", flush=True), partial.write_text)
     finally:
         if args.keep:
             print(f"data kept in {scratch}")

@@ -20,6 +20,7 @@ import random
 import shutil
 import statistics
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,7 @@ MEASURES = [
     Measure("retention", "retention dry run (keep_last 10 of the big repository): peak RSS growth", "MiB"),
     Measure("gc_dry", "garbage collection --delete-untagged, dry run", "s"),
     Measure("gc", "garbage collection --delete-untagged", "s"),
+    Measure("gc_pulls", "manifest GETs during that collection: p50 / p99", "ms"),
     Measure("idle_pss", "idle PSS of the server (master + 2 workers)", "MiB"),
 ]
 
@@ -181,7 +183,8 @@ def _retention_growth(server: RegistryServer) -> float:
 
 def _verify(server: RegistryServer, scratch: Path) -> None:
     """scrub finds every blob whole; skopeo pulls an image of the big repository and of a small one."""
-    scrubbed = server.manage("scrub")
+    scrubbed = subprocess.run([str(VENV_BIN / "python"), str(REPO / "manage.py"), "scrub"], cwd=REPO,
+                              env=server.env(), capture_output=True, text=True)  # minutes at a million blobs
     if scrubbed.returncode != 0:
         raise RuntimeError(f"scrub found problems after loading: {scrubbed.stdout[-2000:]}{scrubbed.stderr[-2000:]}")
     for reference in (f"{content.BIG}:{content.big_tag(0)}", f"{content.small_repository(0)}:latest"):
@@ -192,6 +195,45 @@ def _verify(server: RegistryServer, scratch: Path) -> None:
         if done.returncode != 0:
             raise RuntimeError(f"skopeo could not pull {reference}: {done.stderr[-2000:]}")
         shutil.rmtree(out)
+
+
+class _Pulls:
+    """Manifest GETs by tag of both kinds of repository, one after another, while the block runs
+    (each also records a pull: a write the collector's transactions may make wait)."""
+
+    def __init__(self, server: RegistryServer, size: int) -> None:
+        self.server, self.size = server, size
+        self.latencies: list[float] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "_Pulls":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        rng = random.Random(7)
+        client = Client(Endpoint("ours", "127.0.0.1", self.server.port))
+        tagged = min(self.size, 100_000)
+        while not self.stopping.is_set():
+            number = rng.randrange(tagged)
+            number -= 1 if number % UNTAGGED_EVERY == UNTAGGED_EVERY - 1 else 0
+            path = (f"/v2/{content.BIG}/manifests/{content.big_tag(number)}" if rng.random() < 0.5
+                    else f"/v2/{content.small_repository(rng.randrange(self.size))}/manifests/latest")
+            started = time.perf_counter()
+            client.call("GET", path, headers={"Accept": ACCEPT})
+            self.latencies.append((time.perf_counter() - started) * 1000)
+        client.close()
+
+    def percentiles(self) -> tuple[float, float]:
+        if len(self.latencies) < 2:
+            return (self.latencies or [0.0])[0], (self.latencies or [0.0])[0]
+        cuts = statistics.quantiles(self.latencies, n=100)
+        return cuts[49], cuts[98]
 
 
 def measure_ours(size: int, workdir: Path, database_url: str | None, log: Callable[[str], None]) -> Figures:
@@ -214,7 +256,9 @@ def measure_ours(size: int, workdir: Path, database_url: str | None, log: Callab
         log("requests measured")
         figures.set("retention", _retention_growth(server))
         figures.set("gc_dry", _scale_cli(server, "collect", "--delete-untagged", "--dry-run")["seconds"])
-        figures.set("gc", _scale_cli(server, "collect", "--delete-untagged")["seconds"])
+        with _Pulls(server, size) as pulls:
+            figures.set("gc", _scale_cli(server, "collect", "--delete-untagged")["seconds"])
+        figures.set("gc_pulls", *pulls.percentiles())
     finally:
         server.stop()
     return figures
@@ -260,9 +304,10 @@ def table(size: int, columns: dict[str, Figures]) -> str:
     return "\n".join(lines)
 
 
-def run(size: int, databases: list[str], reference_size: int, scratch: Path, log: Callable[[str], None]
-        ) -> tuple[str, dict[str, dict[str, float]]]:
-    """Every side at ``size``: the issue's table (Markdown) and the figures by side and measure."""
+def run(size: int, databases: list[str], reference_size: int, scratch: Path, log: Callable[[str], None],
+        partial: Callable[[str], None] = lambda _table: None) -> tuple[str, dict[str, dict[str, float]]]:
+    """Every side at ``size``: the issue's table (Markdown) and the figures by side and measure;
+    ``partial`` gets the table after each side (a run of hours may stop half way)."""
     from tests.support.postgres import start_postgres
 
     columns: dict[str, Figures] = {}
@@ -274,6 +319,7 @@ def run(size: int, databases: list[str], reference_size: int, scratch: Path, log
             log(f"scale {size:,}: ours on {label}")
             columns[label] = measure_ours(size, scratch / f"ours-{database}", url, lambda line: log(f"  {line}"))
             shutil.rmtree(scratch / f"ours-{database}", ignore_errors=True)
+            partial(table(size, columns))
     finally:
         if cluster is not None:
             cluster.stop()

@@ -82,8 +82,11 @@ def repository_detail(request: HttpRequest, name: str) -> HttpResponse:
     sort = _choice(request, "sort", ("recent", "name"))
     listing, tags = queries.tags(info, request.GET.get("page"), sort)
     untagged_total, untagged_all, untagged = queries.untagged(info) if listing.number == 1 else (0, True, [])
+    # One reversal for the page, not three for each of its up to 150 rows: a tag or a digest needs
+    # no quoting in a path, and reversing was a third of the page's time.
+    manifests = reverse("ui:manifest", args=[info.name, "-"])[:-1]
     return page(request, "repository.html", {
-        "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort,
+        "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort, "manifests": manifests,
         "untagged_total": untagged_total, "untagged_all": untagged_all, "untagged": untagged,
         "untagged_scan": queries.UNTAGGED_SCAN,
         "deleted": _deleted(request, _deleted_reference), "rules": policies.for_repository(info.name),

@@ -90,7 +90,8 @@ def forget_doomed() -> None:
 
 
 def _not_doomed(column: str, discount: bool) -> str:
-    return f" AND {column} NOT IN (SELECT id FROM {DOOMED})" if discount else ""
+    # NOT EXISTS on the table's key, not NOT IN: PostgreSQL rescans a NOT IN list too big to hash.
+    return f" AND NOT EXISTS (SELECT 1 FROM {DOOMED} d WHERE d.id = {column})" if discount else ""
 
 
 # -- blob links -------------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ class GraphNode(NamedTuple):
 
 
 def _tags_of_m(without_removed: bool) -> str:
-    kept = f" AND t.id NOT IN (SELECT id FROM {REMOVED_TAGS})" if without_removed else ""
+    # NOT EXISTS on the table's key, not NOT IN: PostgreSQL rescans a NOT IN list too big to hash.
+    kept = f" AND NOT EXISTS (SELECT 1 FROM {REMOVED_TAGS} gone WHERE gone.id = t.id)" if without_removed else ""
     return f"SELECT 1 FROM {table(Tag)} t WHERE t.manifest_id = m.id{kept}"
 
 

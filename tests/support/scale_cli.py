@@ -3,6 +3,7 @@ the SVC_* variables name: a server's ``env()`` (tests/e2e/test_gc_scale.py, benc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -19,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     loading = commands.add_parser("load")
     loading.add_argument("--size", type=int, required=True)
+    loading.add_argument("--big-tags", type=int, help="tags of the big repository (default: min(size, 100000))")
     loading.add_argument("--untagged-every", type=int, default=0)
     loading.add_argument("--orphans", type=int, default=0)
     loading.add_argument("--referrers", type=int, default=0)
@@ -38,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "load":
         shape = Shape.of_size(args.size, untagged_every=args.untagged_every, orphans=args.orphans,
                               referrers=args.referrers, files=not args.no_files)
+        if args.big_tags is not None:
+            shape = dataclasses.replace(shape, big_tags=args.big_tags)
         load(shape, Path(settings.REGISTRY_STORAGE_ROOT))
         print(json.dumps({"seconds": time.monotonic() - started, "images": shape.images}))
         return 0
