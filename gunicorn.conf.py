@@ -10,6 +10,7 @@ from gunicorn import glogging as _glogging
 
 from regsite import config as _config
 from regsite import logs as _logs
+from regsite import tls as _tls
 from regsite.worker import Limits as _Limits
 from regsite.worker import RegistryWorker as _RegistryWorker
 
@@ -30,6 +31,10 @@ _RegistryWorker.limits = _Limits(
     max_manifest_bytes=_svc["registry"]["max_manifest_bytes"],
     min_body_rate=_server["min_body_rate"],
 )
+# [server] tls_cert and tls_key: HTTPS on the bind address, in the worker's own loop (regsite/tls.py
+# loads them, checked above; gunicorn's certfile would hand each handshake to a thread). Workers
+# inherit the loaded pair and reload it when the files change; SIGHUP reloads it here too.
+_RegistryWorker.certificates = _tls.loaded()
 workers = _server["workers"]
 threads = _server["threads"]
 worker_connections = _server["connections"]
@@ -92,6 +97,7 @@ if "PROMETHEUS_MULTIPROC_DIR" not in _os.environ:
 
 
 def on_starting(server: object) -> None:
+    _config.exit_if_in_use(server.cfg.address)  # type: ignore[attr-defined]
     # Files left by an earlier run would add its counts to this one's.
     directory = _os.environ["PROMETHEUS_MULTIPROC_DIR"]
     _os.makedirs(directory, exist_ok=True)
@@ -101,6 +107,11 @@ def on_starting(server: object) -> None:
 
 
 def when_ready(server: object) -> None:
+    certificates = _tls.loaded()
+    if certificates is not None:
+        server.log.info("serving HTTPS with the certificate in %s", certificates.cert)  # type: ignore[attr-defined]
+        for warning in certificates.warnings:
+            server.log.warning("%s", warning)  # type: ignore[attr-defined]
     # With authentication off, anyone who reaches the port may push and delete.
     if not _svc["auth"]["enabled"] and not _config.loopback_only(_server["bind"]):
         server.log.warning(  # type: ignore[attr-defined]

@@ -19,6 +19,8 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding", "connection",
                               "x-registry-signature"})
 MAX_TIMEOUT_SECONDS = 300
+# Events one endpoint may hold undelivered (about 1 KB each): beyond it the oldest are dropped.
+DEFAULT_MAX_PENDING = 100_000
 # Never repeated in an error message: a header may carry a token.
 SECRET_KEYS = ("headers", "secret")
 
@@ -47,6 +49,7 @@ class Endpoint:
     secret: str
     timeout_seconds: int
     max_age_hours: int
+    max_pending: int = DEFAULT_MAX_PENDING
 
     def wants(self, action: str, repository: str) -> bool:
         # A mount is how a blob arrives in a repository without an upload: a push to its subscribers.
@@ -63,7 +66,7 @@ class Endpoint:
     def of(cls, entry: Mapping[str, Any]) -> "Endpoint":
         return cls(entry["name"], entry["url"], frozenset(entry["events"]), entry["repositories"],
                    compile_glob(entry["repositories"]), tuple(sorted(entry["headers"].items())),
-                   entry["secret"], entry["timeout_seconds"], entry["max_age_hours"])
+                   entry["secret"], entry["timeout_seconds"], entry["max_age_hours"], entry["max_pending"])
 
 
 def register(lists: dict[str, dict[str, Any]], validators: dict[str, Callable[[list[dict[str, Any]]], None]],
@@ -83,6 +86,7 @@ def register(lists: dict[str, dict[str, Any]], validators: dict[str, Callable[[l
         "secret": "",
         "timeout_seconds": 5,
         "max_age_hours": 72,
+        "max_pending": DEFAULT_MAX_PENDING,
     }
     validators["notifications"] = check_entries
     secret_keys.update(("notifications", key) for key in SECRET_KEYS)
@@ -131,6 +135,8 @@ def _problem(entry: Mapping[str, Any], seen: Iterable[str]) -> tuple[str, str] |
         return "timeout_seconds", f"expected 1 to {MAX_TIMEOUT_SECONDS}, got {entry['timeout_seconds']}"
     if entry["max_age_hours"] <= 0:
         return "max_age_hours", f"must be a positive integer, got {entry['max_age_hours']}"
+    if entry["max_pending"] <= 0:
+        return "max_pending", f"must be a positive integer, got {entry['max_pending']}"
     return None
 
 

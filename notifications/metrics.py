@@ -40,6 +40,9 @@ class NotificationsCollector:
         expired = CounterMetricFamily("registry_notifications_expired",
                                       "Events never delivered within the endpoint's max_age_hours, given up "
                                       "(each is logged).", labels=labels)
+        dropped = CounterMetricFamily("registry_notifications_dropped",
+                                      "Events dropped undelivered because the endpoint held its max_pending "
+                                      "(the oldest go first; each batch is logged).", labels=labels)
         now = time.time()
         for row in rows:
             pending.add_metric([row.name], row.pending)
@@ -47,4 +50,5 @@ class NotificationsCollector:
             delivered.add_metric([row.name], row.delivered)
             failed.add_metric([row.name], row.failed)
             expired.add_metric([row.name], row.expired)
-        yield from (pending, oldest, delivered, failed, expired)
+            dropped.add_metric([row.name], row.dropped)
+        yield from (pending, oldest, delivered, failed, expired, dropped)

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponseBase
 
 from notifications.context import Cause, caused_by
 from ops.middleware import MAX_USER_AGENT, principal_label
-from regsite.forwarded import client_address, from_trusted_proxy
+from regsite.forwarded import client_address, from_trusted_proxy, public_base
 
 
 def _actor(request: HttpRequest) -> Callable[[], str]:
@@ -19,13 +18,6 @@ def _actor(request: HttpRequest) -> Callable[[], str]:
         return principal_label(request) or getattr(viewer, "username", None) or ""
 
     return name
-
-
-def _host(request: HttpRequest) -> str:
-    try:
-        return request.get_host()[:255]
-    except DisallowedHost:  # a Host header that is not a host name: the event leaves it out
-        return ""
 
 
 def _client_addr(request: HttpRequest) -> str:
@@ -46,13 +38,17 @@ class EventContextMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        # The events' URLs and host are the registry's own ([server] external_url), never a Host
+        # header a client wrote: a receiver may fetch what target.url names. Without one, they
+        # are left out unless the Host names this machine's loopback (regsite.forwarded).
+        scheme, _, host = (public_base(request) or "").partition("://")
         cause = Cause(
             request_id=getattr(request, "request_id", "") or "",
             addr=_client_addr(request),
-            host=_host(request),
+            host=host,
             method=request.method or "",
             user_agent=request.META.get("HTTP_USER_AGENT", "")[:MAX_USER_AGENT],
-            scheme=request.scheme or "http",
+            scheme=scheme or "http",
             actor=_actor(request),
         )
         with caused_by(cause):

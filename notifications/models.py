@@ -37,3 +37,17 @@ class EndpointState(models.Model):
     last_error = models.TextField(blank=True, default="")
     last_error_at = models.DateTimeField(null=True)
     last_success_at = models.DateTimeField(null=True)
+    # The endpoint's rows in the outbox, kept exact in the transactions that write and remove them
+    # (under this row's lock), so that [[notifications]] max_pending is held without counting them;
+    # and the events dropped because it was reached. Defaults in the database too: the previous
+    # release creates these rows without them.
+    pending = models.BigIntegerField(default=0, db_default=0)
+    dropped = models.BigIntegerField(default=0, db_default=0)
+
+
+class PullMark(models.Model):
+    """When a pull of one repository and digest last became an event: the pulls of the minute after
+    it are that event (a reader pulling in a loop writes one event a minute, not one per pull)."""
+
+    key = models.CharField(max_length=64, primary_key=True)  # SHA-256 of "repository@digest"
+    at = models.DateTimeField(db_index=True)

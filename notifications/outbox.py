@@ -7,9 +7,11 @@ is written, and nothing is asked of the database, when no endpoint wants the eve
 """
 from __future__ import annotations
 
+import hashlib
+import logging
 import socket
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -25,6 +27,11 @@ MEDIA_TYPE = "application/vnd.docker.distribution.events.v1+json"
 # that says it is a layer or a config).
 BLOB_MEDIA_TYPE = "application/octet-stream"
 INSTANCE_ID = str(uuid.uuid4())  # this process; changes at every start, as distribution's does
+# A reader pulling one image in a loop writes one pull event per this long, not one per pull: a
+# receiver that hangs would otherwise see the outbox grow by thousands of rows a minute.
+COALESCE_PULLS = timedelta(minutes=1)
+
+log = logging.getLogger("notifications")
 
 _endpoints: tuple[object, list[Endpoint]] | None = None
 
@@ -44,7 +51,7 @@ def manifest_pushed(repository: str, digest: str, media_type: str, size: int, ta
 
 
 def manifest_pulled(repository: str, digest: str, media_type: str, size: int, tag: str = "") -> None:
-    _record("pull", repository, [_manifest(repository, digest, media_type, size, tag)])
+    _record("pull", repository, [_manifest(repository, digest, media_type, size, tag)], coalesce=digest)
 
 
 def manifest_deleted(repository: str, digest: str) -> None:
@@ -69,7 +76,7 @@ def blob_mounted(repository: str, digest: str, size: int, from_repository: str) 
 
 
 def blob_pulled(repository: str, digest: str, size: int) -> None:
-    _record("pull", repository, [_blob(repository, digest, size)])
+    _record("pull", repository, [_blob(repository, digest, size)], coalesce=digest)
 
 
 def blob_deleted(repository: str, digest: str) -> None:
@@ -96,15 +103,30 @@ def _url(path: str) -> str:
     return f"{cause.scheme}://{cause.host}{path}" if cause.host else ""
 
 
-def _record(action: str, repository: str, targets: list[dict[str, Any]]) -> None:
+def _record(action: str, repository: str, targets: list[dict[str, Any]], coalesce: str = "") -> None:
+    """Write the events for every endpoint that wants them. ``coalesce``: a pull's digest; the
+    pulls of one repository and digest within COALESCE_PULLS of one that was written are not."""
     if not settings.NOTIFICATIONS or not targets:
         return
-    wanted = [endpoint.name for endpoint in configured() if endpoint.wants(action, repository)]
+    wanted = [endpoint for endpoint in configured() if endpoint.wants(action, repository)]
     if not wanted:
         return
     now = timezone.now()
+    if coalesce:
+        key = hashlib.sha256(f"{repository}@{coalesce}".encode()).hexdigest()
+        if not queries.pull_due(key, now, now - COALESCE_PULLS):
+            return
     events = [event(action, {k: v for k, v in target.items() if v != ""}, now) for target in targets]
-    queries.add(wanted, events, now)
+    for dropped in queries.add([e.name for e in wanted], events, now, {e.name: e.max_pending for e in wanted}):
+        limit = next(e.max_pending for e in wanted if e.name == dropped.endpoint)
+        log.warning("notifications: endpoint %s holds max_pending = %d undelivered events: dropped the %d oldest, "
+                    "written %s to %s (%d dropped so far)", dropped.endpoint, limit, dropped.count,
+                    _moment(dropped.first), _moment(dropped.last), dropped.total,
+                    extra={"endpoint": dropped.endpoint, "dropped": dropped.count, "dropped_total": dropped.total})
+
+
+def _moment(at: datetime) -> str:
+    return at.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def event(action: str, target: dict[str, Any], now: datetime) -> dict[str, Any]:

@@ -5,12 +5,12 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
 
 from django.db import connection, transaction
 from django.db.models import Count, F, Min
 
-from notifications.models import EndpointState, PendingEvent
+from notifications.models import EndpointState, PendingEvent, PullMark
 
 
 @dataclass(frozen=True)
@@ -36,16 +36,101 @@ def _insert_sql() -> str:
     return f"INSERT INTO {q(PendingEvent._meta.db_table)} (endpoint, created_at, payload) VALUES (%s, %s, %s)"
 
 
-def add(endpoints: list[str], events: list[dict[str, Any]], now: datetime) -> None:
-    """Queue ``events`` (in order) for each of ``endpoints``, in the caller's transaction.
+@dataclass(frozen=True)
+class Dropped:
+    """The oldest events of an endpoint dropped to keep it within its max_pending."""
 
-    One prebuilt INSERT: it runs inside every push's transaction, where bulk_create would build a
+    endpoint: str
+    count: int
+    first: datetime  # when the oldest dropped one was written
+    last: datetime
+    total: int  # dropped from this endpoint so far
+
+
+@lru_cache(maxsize=8)
+def _count_sql(endpoints: int) -> str:
+    q = connection.ops.quote_name
+    table = q(EndpointState._meta.db_table)
+    names = ", ".join(["%s"] * endpoints)
+    if connection.vendor == "postgresql":
+        # The rows locked in name order, so that two writers to the same endpoints never wait on
+        # each other (SQLite has one writer at a time).
+        names = f"SELECT name FROM {table} WHERE name IN ({names}) ORDER BY name FOR UPDATE"
+    return f"UPDATE {table} SET pending = pending + %s WHERE name IN ({names}) RETURNING name, pending"
+
+
+def add(endpoints: list[str], events: list[dict[str, Any]], now: datetime,
+        limits: Mapping[str, int] | None = None) -> list[Dropped]:
+    """Queue ``events`` (in order) for each of ``endpoints``, in the caller's transaction (or one of
+    their own), and keep each endpoint within its ``limits`` (max_pending) by dropping its oldest;
+    what was dropped.
+
+    Prebuilt statements: they run inside every push's transaction, where bulk_create would build a
     model instance per row and compile its query each time (the commit that made it has the
-    figures)."""
+    figures). The count is an UPDATE of the endpoint's row, which holds its lock until the commit:
+    concurrent writers to one endpoint count in turn, so the cap is exact; in name order, so two
+    of them never wait on each other."""
     at = connection.ops.adapt_datetimefield_value(now)
     texts = [json.dumps(event, separators=(",", ":")) for event in events]
-    with connection.cursor() as cursor:
+    dropped = []
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.executemany(_insert_sql(), [(name, at, text) for text in texts for name in endpoints])
+        cursor.execute(_count_sql(len(endpoints)), [len(texts), *endpoints])
+        counts = dict(cursor.fetchall())
+        for name in sorted(set(endpoints) - set(counts)):  # an endpoint's first events
+            EndpointState.objects.get_or_create(name=name)
+            cursor.execute(_count_sql(1), [len(texts), name])
+            counts.update(cursor.fetchall())
+        for name, count in sorted(counts.items()):
+            limit = (limits or {}).get(name)
+            if limit is not None and count > limit:
+                # Down to 1% below the limit, so that an endpoint at its limit drops (and logs) a
+                # batch now and then rather than one event with every event written.
+                trimmed = _drop_oldest(name, count - limit + max(1, limit // 100))
+                dropped += [trimmed] if trimmed else []
+    return dropped
+
+
+def _drop_oldest(endpoint: str, count: int) -> Dropped | None:
+    rows = list(PendingEvent.objects.filter(endpoint=endpoint).order_by("id").values_list("id", "created_at")[:count])
+    if not rows:  # the count was off (rows removed by hand): it is right again from here
+        EndpointState.objects.filter(name=endpoint).update(pending=PendingEvent.objects.filter(endpoint=endpoint).count())
+        return None
+    gone, _ = PendingEvent.objects.filter(id__in=[row[0] for row in rows]).delete()
+    EndpointState.objects.filter(name=endpoint).update(pending=F("pending") - gone, dropped=F("dropped") + gone)
+    total = EndpointState.objects.filter(name=endpoint).values_list("dropped", flat=True).get()
+    return Dropped(endpoint, gone, rows[0][1], rows[-1][1], total)
+
+
+@lru_cache(maxsize=1)
+def _pull_mark_sql() -> str:
+    q = connection.ops.quote_name
+    table = q(PullMark._meta.db_table)
+    return (f"INSERT INTO {table} ({q('key')}, at) VALUES (%s, %s) ON CONFLICT ({q('key')}) "
+            f"DO UPDATE SET at = excluded.at WHERE {table}.at < %s RETURNING {q('key')}")
+
+
+def pull_due(key: str, now: datetime, since: datetime) -> bool:
+    """Whether a pull of ``key`` is an event: none became one since ``since``. One statement,
+    exact across workers and replicas: of two pulls at once, one writes the mark."""
+    with connection.cursor() as cursor:
+        cursor.execute(_pull_mark_sql(), [key, connection.ops.adapt_datetimefield_value(now),
+                                          connection.ops.adapt_datetimefield_value(since)])
+        return cursor.fetchone() is not None
+
+
+def prune_pull_marks(before: datetime) -> int:
+    return PullMark.objects.filter(at__lt=before).delete()[0]
+
+
+def recount(endpoints: list[str]) -> None:
+    """Count the endpoints' pending rows again (rows an earlier release wrote without counting)."""
+    for name in sorted(endpoints):
+        with transaction.atomic():
+            locked = list(EndpointState.objects.select_for_update().filter(name=name).values_list("pending", flat=True))
+            actual = PendingEvent.objects.filter(endpoint=name).count()
+            if locked and locked[0] != actual:
+                EndpointState.objects.filter(name=name).update(pending=actual)
 
 
 def oldest(endpoint: str, limit: int) -> list[Pending]:
@@ -65,9 +150,11 @@ def state(endpoint: str) -> EndpointState:
 
 def delivered(endpoint: str, ids: list[int], now: datetime) -> None:
     with transaction.atomic():
-        PendingEvent.objects.filter(endpoint=endpoint, id__in=ids).delete()
+        # Some may have been dropped meanwhile (max_pending): the count goes down by those that went.
+        gone, _ = PendingEvent.objects.filter(endpoint=endpoint, id__in=ids).delete()
         EndpointState.objects.filter(name=endpoint).update(
-            delivered=F("delivered") + len(ids), attempts=0, next_attempt_at=None, last_success_at=now)
+            delivered=F("delivered") + len(ids), attempts=0, next_attempt_at=None, last_success_at=now,
+            pending=F("pending") - gone)
 
 
 def failed(endpoint: str, error: str, now: datetime, next_attempt_at: datetime) -> None:
@@ -83,9 +170,10 @@ def expire(endpoint: str, created_before: datetime, limit: int = 1000) -> list[P
                 .order_by("id").values_list("id", "created_at", "payload"))
         gone = [Pending(*row) for row in rows[:limit]]
         if gone:
-            PendingEvent.objects.filter(id__in=[p.id for p in gone]).delete()
+            deleted, _ = PendingEvent.objects.filter(id__in=[p.id for p in gone]).delete()
             EndpointState.objects.get_or_create(name=endpoint)
-            EndpointState.objects.filter(name=endpoint).update(expired=F("expired") + len(gone))
+            EndpointState.objects.filter(name=endpoint).update(expired=F("expired") + len(gone),
+                                                               pending=F("pending") - deleted)
     return gone
 
 

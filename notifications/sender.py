@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from notifications import queries
 from notifications.endpoints import Endpoint
-from notifications.outbox import MEDIA_TYPE, configured
+from notifications.outbox import COALESCE_PULLS, MEDIA_TYPE, configured
 from registry.locks import Held, LockHeld, default_locks
 from regsite import db
 from regsite.version import version
@@ -200,11 +200,19 @@ def lead(held: Held, stop: threading.Event, endpoints: list[Endpoint] | None = N
         while not stop.wait(CHECK_LOCK_EVERY):
             held.set_note(f"{os.getpid()} {time.time():.0f}")  # LockHeld when a lease was lost
             _expire_unconfigured({endpoint.name for endpoint in endpoints})
+            _tidy(names)
     finally:
         stop.set()
         for thread in threads:
             thread.join()
         connection.close()
+
+
+def _tidy(names: list[str]) -> None:
+    # Rows an earlier release wrote during a rolling upgrade were not counted; marks older than the
+    # coalescing window decide nothing any more.
+    queries.recount(names)
+    queries.prune_pull_marks(timezone.now() - COALESCE_PULLS)
 
 
 def _expire_unconfigured(names: set[str]) -> None:

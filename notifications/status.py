@@ -20,6 +20,7 @@ class EndpointStatus:
     delivered: int
     failed: int
     expired: int
+    dropped: int  # beyond max_pending
     attempts: int  # failed attempts in a row
     next_attempt_at: datetime | None
     last_error: str
@@ -53,6 +54,7 @@ def statuses() -> list[EndpointStatus]:
             delivered=state.delivered if state else 0,
             failed=state.failed if state else 0,
             expired=state.expired if state else 0,
+            dropped=state.dropped if state else 0,
             attempts=state.attempts if state else 0,
             next_attempt_at=state.next_attempt_at if state else None,
             last_error=state.last_error if state else "",

@@ -64,7 +64,8 @@ AUTH_DISTRIBUTED_FAILURES = Counter(
 CLIENT_TIMEOUTS = Counter(
     "registry_client_timeouts",
     "Connections cut off for slowness: a request head or small body not complete in time (head, "
-    "body), an upload stalled or below the minimum rate (body), a response not read (response).",
+    "body), an upload stalled or below the minimum rate (body), a response not read (response), a TLS "
+    "handshake not complete in time (handshake).",
     ["phase"],
 )
 

@@ -3,6 +3,11 @@
 Each check returns None when it passes or a short reason when it fails. The reasons are shown on
 the unauthenticated /ready endpoint, so they name the problem but never a path or an error text
 from the system; those go to the log for the operator.
+
+/ready is public and every balancer and kubelet probes it every few seconds: ``run()`` runs the
+checks at most once per ``[server] ready_cache_seconds`` in a process, whatever the call rate, and
+answers every other call with the last results. A check is a function in ``checks()``: one added
+there is run (and bounded) like the others.
 """
 from __future__ import annotations
 
@@ -10,7 +15,9 @@ import logging
 import os
 import secrets
 import tempfile
+import threading
 from pathlib import Path
+from time import monotonic
 from typing import Callable
 
 from django.conf import settings
@@ -67,10 +74,19 @@ def _where() -> str:
 
 
 def storage() -> str | None:
-    """A probe written, read back and removed where pushes write: uploads/ and blobs/."""
+    """Pushes can write where they write. On an object store, one small request: the probe object in
+    uploads/ overwritten (a fixed name, so nothing piles up and nothing is left to delete); every
+    replica writes the same one. On a filesystem, a probe written, read back and removed in
+    uploads/ and blobs/ (a few local system calls)."""
+    try:
+        driver = default_driver()
+        if driver.remote:
+            driver.write(paths.ready_probe(paths.UPLOADS), PROBE_DATA)
+            return None
+    except Exception as exc:  # StorageError, OSError, or a driver that cannot be made
+        return _not_writable(paths.UPLOADS, exc)
     for area in (paths.UPLOADS, paths.BLOBS):
         try:
-            driver = default_driver()
             probe = paths.probe(secrets.token_hex(8), area)
             driver.write(probe, PROBE_DATA)
             try:
@@ -79,10 +95,14 @@ def storage() -> str | None:
             finally:
                 delete_if_exists(driver, probe)
         except Exception as exc:  # StorageError, OSError, or a root that cannot be created
-            log.warning("readiness: %s: %s/ is not writable: %s", _where(), area, exc)
-            where = "in the bucket" if driver_is_remote() else "in the storage root"
-            return f"{area}/ {where} is not writable"
+            return _not_writable(area, exc)
     return None
+
+
+def _not_writable(area: str, exc: Exception) -> str:
+    log.warning("readiness: %s: %s/ is not writable: %s", _where(), area, exc)
+    where = "in the bucket" if driver_is_remote() else "in the storage root"
+    return f"{area}/ {where} is not writable"
 
 
 def driver_is_remote() -> bool:
@@ -149,6 +169,54 @@ def checks() -> dict[str, Check]:
     return selected
 
 
-def run() -> dict[str, str]:
-    """Every check by name: ``"ok"`` or the reason it failed. All run, so all failures show."""
+class _LastResults:
+    """The last results of the checks in this process, and when they were made."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.results: dict[str, str] | None = None
+        self.made = 0.0
+
+    def fresh(self, period: float) -> dict[str, str] | None:
+        results = self.results
+        return results if results is not None and monotonic() - self.made < period else None
+
+    def get(self, period: float) -> dict[str, str]:
+        if period <= 0:
+            return _run_checks()
+        if (results := self.fresh(period)) is not None:
+            return results
+        # One thread runs the checks; meanwhile the others answer with the last results, so that a
+        # store that is slow to answer holds one request thread and not every caller's. Before the
+        # first results there are none to give: those callers wait for that one run.
+        last = self.results
+        if last is None:
+            self.lock.acquire()
+        elif not self.lock.acquire(blocking=False):
+            return last
+        try:
+            if (results := self.fresh(period)) is not None:
+                return results  # made by the thread this one waited for
+            self.results = _run_checks()
+            self.made = monotonic()  # when the checks ended: runs start at least a period apart
+            return self.results
+        finally:
+            self.lock.release()
+
+    def forget(self) -> None:
+        with self.lock:
+            self.results = None
+
+
+_last = _LastResults()
+forget = _last.forget  # for tests, and for a process that must check again at once
+
+
+def _run_checks() -> dict[str, str]:
     return {name: check() or "ok" for name, check in checks().items()}
+
+
+def run() -> dict[str, str]:
+    """Every check by name: ``"ok"`` or the reason it failed. All run, so all failures show; at most
+    once per ``[server] ready_cache_seconds`` (failures too: a failing store is not asked faster)."""
+    return _last.get(settings.READY_CACHE_SECONDS)

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 
-from ops import metrics, openapi, readiness
+from ops import metrics, readiness
 from tokens.access import public
 
 View = Callable[..., HttpResponse]
@@ -65,12 +65,16 @@ def prometheus_metrics(request: HttpRequest) -> HttpResponse:
 @public
 @read_only
 def openapi_document(request: HttpRequest) -> HttpResponse:
+    from ops import openapi  # the API description is built when first asked for, not in every worker
+
     return JsonResponse(openapi.document(), json_dumps_params={"indent": 1})
 
 
 @public
 @read_only
 def api_docs(request: HttpRequest) -> HttpResponse:
+    from ops import openapi
+
     return render(request, "ops/api_docs.html", {"operations": openapi.operations()})
 
 

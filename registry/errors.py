@@ -50,6 +50,9 @@ INTERNAL = ErrorCode("UNKNOWN", "internal server error", 500)
 UNAVAILABLE = ErrorCode("UNAVAILABLE", "service unavailable", 503)
 ENDPOINT_UNKNOWN = ErrorCode("UNSUPPORTED", "no registry endpoint at this path", 404)
 UPSTREAM_FAILED = ErrorCode("UNAVAILABLE", "the upstream registry failed", 502)
+UPSTREAM_TIMEOUT = ErrorCode("UNAVAILABLE", "the upstream registry did not answer in time", 504)
+# A request whose path, query string or headers hold text no database stores (regsite.text).
+TEXT_INVALID = ErrorCode("UNSUPPORTED", "the request holds text that is not valid", 400)
 
 # The errors a registry view answers with the envelope rather than a 500.
 ANSWERED = (exc.RegistryError, StorageFull)
@@ -77,6 +80,7 @@ EXCEPTION_CODES: dict[type[Exception], tuple[ErrorCode, int | None]] = {
     exc.PolicyDenied: (DENIED, None),
     exc.ReadOnlyNamespace: (UNSUPPORTED, None),
     exc.UpstreamUnavailable: (UNAVAILABLE, None),
+    exc.UpstreamTimedOut: (UPSTREAM_TIMEOUT, None),
     exc.UpstreamFailed: (UPSTREAM_FAILED, None),
     exc.UpstreamThrottled: (TOOMANYREQUESTS, None),
     StorageFull: (STORAGE_FULL, None),

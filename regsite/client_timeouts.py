@@ -1,38 +1,47 @@
 """Limits on a client while a worker thread waits on it in blocking mode.
 
-The worker (regsite/worker.py) reads request heads and small bodies and sends files from its event
-loop, so a thread waits on a client only for a large request body (a blob upload) or for a
-response it writes itself. ``ClientSocket`` bounds those waits:
+The worker (regsite/worker.py) reads every request head and every body but a blob upload's in its
+event loop, and sends files from it, so a thread waits on a client only for an upload body that its
+view streams to storage, or for a response it writes itself. ``ClientSocket`` bounds those waits:
 
+- a thread that runs a request the loop read whole never waits on the client: asked for more, the
+  socket answers end of stream at once (only an upload's socket is ``streaming``);
 - ``client_timeout`` seconds without any progress end the request: a partial upload chunk is
   discarded (the session keeps what it had before) and the connection is closed;
-- with ``min_body_rate`` set, a body that averages less than that many bytes per second over a
-  ``client_timeout`` period is cut off the same way, so a client trickling a byte at a time cannot
-  keep a thread for ever. A transfer that keeps above the rate is never cut off.
+- with ``min_body_rate`` set, an upload body is held to that rate from its first seconds: it starts
+  with ``RATE_GRACE`` seconds' worth of credit, earns what it sends, spends the rate for every
+  second the thread waits for it (not while the view works between reads), and banks at most
+  ``client_timeout`` seconds' worth; out of credit, it is cut off the same way. A client that never
+  sends or trickles goes within ``RATE_GRACE`` seconds of waiting, one that stops after a fast
+  start within ``client_timeout``; a transfer that keeps above the rate is never cut off.
 
-In non-blocking mode (the event loop) the socket behaves as a plain socket.
+In non-blocking mode (the event loop) the socket behaves as a plain socket. ``TLSClientSocket`` is
+the same over TLS.
 """
 from __future__ import annotations
 
 import errno
 import logging
 import socket
+import ssl
 import time
 from typing import Any
 
 log = logging.getLogger("gunicorn.error")
 
+RATE_GRACE = 5.0  # seconds an upload body may take to get going before min_body_rate applies
+
 
 class ClientSocket(socket.socket):
     """An accepted connection with an idle timeout and a minimum body rate while it is blocking."""
 
-    __slots__ = ("idle_timeout", "min_rate", "gave_up", "_window_start", "_window_bytes")
+    __slots__ = ("idle_timeout", "min_rate", "gave_up", "streaming", "_credit")
 
     idle_timeout: float
     min_rate: int
     gave_up: bool
-    _window_start: float
-    _window_bytes: int
+    streaming: bool
+    _credit: float
 
     @classmethod
     def adopt(cls, sock: socket.socket, idle_timeout: float, min_rate: int = 0) -> "ClientSocket":
@@ -41,6 +50,7 @@ class ClientSocket(socket.socket):
         adopted.idle_timeout = idle_timeout
         adopted.min_rate = min_rate
         adopted.gave_up = False
+        adopted.streaming = False
         adopted.head_received()
         adopted.setblocking(blocking)
         return adopted
@@ -53,33 +63,47 @@ class ClientSocket(socket.socket):
 
     def head_received(self) -> None:
         """A request starts: its body's rate is measured from now."""
-        self._window_start = time.monotonic()
-        self._window_bytes = 0
+        self._credit = self.min_rate * min(RATE_GRACE, self.idle_timeout)
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        if self.gettimeout() == 0.0:
+        wait = self.gettimeout()
+        if wait == 0.0:
             return super().recv(bufsize, flags)
-        if self.gave_up:
+        if self.gave_up or not self.streaming:
             return b""
+        if not self.min_rate:
+            try:
+                return super().recv(bufsize, flags)
+            except TimeoutError:
+                self._give_up(f"no request body data for {wait or self.idle_timeout:g}s")
+                raise
+        # Wait no longer than the credit lasts, so that a client sending nothing goes as soon as one
+        # sending too little would. Only time spent waiting here is the client's: while the view
+        # works between reads, the body waits on the server.
+        self.settimeout(max(min(wait or self.idle_timeout, self._credit / self.min_rate), 0.001))
+        started = time.monotonic()
         try:
             data = super().recv(bufsize, flags)
         except TimeoutError:
-            self._give_up(f"no request body data for {self.idle_timeout:g}s")
+            if self._earn(0, time.monotonic() - started) < self.min_rate * 0.05:  # spent, give or take a tick
+                self._too_slow()
+            else:
+                self._give_up(f"no request body data for {wait or self.idle_timeout:g}s")
             raise
-        if self.min_rate:
-            self._check_rate(len(data))
+        finally:
+            self.settimeout(wait)
+        if self._earn(len(data), time.monotonic() - started) < 0 and data:
+            self._too_slow()
+            raise TimeoutError("request body too slow")
         return data
 
-    def _check_rate(self, received: int) -> None:
-        self._window_bytes += received
-        elapsed = time.monotonic() - self._window_start
-        if elapsed < self.idle_timeout:
-            return
-        if self._window_bytes < self.min_rate * elapsed:
-            rate = self._window_bytes / elapsed
-            self._give_up(f"request body at {rate:.0f} B/s, below the minimum of {self.min_rate} B/s")
-            raise TimeoutError("request body too slow")
-        self._window_start, self._window_bytes = time.monotonic(), 0
+    def _earn(self, received: int, waited: float) -> float:
+        """The body's credit in bytes, after ``received`` more for ``waited`` seconds."""
+        self._credit = min(self._credit + received - self.min_rate * waited, self.min_rate * self.idle_timeout)
+        return self._credit
+
+    def _too_slow(self) -> None:
+        self._give_up(f"request body slower than the minimum of {self.min_rate} B/s")
 
     def send(self, data: Any, flags: int = 0) -> int:
         try:
@@ -112,6 +136,39 @@ class ClientSocket(socket.socket):
             self.shutdown(socket.SHUT_RD)
         except OSError:
             pass
+
+
+class TLSClientSocket(ClientSocket, ssl.SSLSocket):  # type: ignore[misc]  # recv's parameter names
+    """A ClientSocket speaking TLS ([server] tls_cert): the same bounds on a thread's waits, through
+    the SSL object. The worker's loop does the handshake, non-blocking."""
+
+    @classmethod
+    def wrap(cls, plain: ClientSocket, context: ssl.SSLContext) -> "TLSClientSocket":
+        context.sslsocket_class = cls
+        sock = context.wrap_socket(plain, server_side=True, do_handshake_on_connect=False)
+        assert isinstance(sock, cls)
+        sock.idle_timeout, sock.min_rate = plain.idle_timeout, plain.min_rate
+        sock.gave_up, sock.streaming = False, False
+        sock.head_received()
+        sock.setblocking(False)
+        return sock
+
+    def shutdown(self, how: int) -> None:
+        if how == socket.SHUT_RD:
+            # SSLSocket.shutdown drops the SSL object: the thread's answer would then go out in clear.
+            socket.socket.shutdown(self, how)
+        else:
+            super().shutdown(how)
+
+    def close_notify(self) -> None:
+        """Tell the client the connection ends (TLS close_notify), without waiting for its own:
+        best effort, in non-blocking mode."""
+        if getattr(self, "_sslobj", None) is None:  # unwrapped, or the TCP write side already shut
+            return
+        try:
+            self.unwrap()
+        except (ssl.SSLError, OSError, ValueError):
+            pass  # sent, with the client's answer still to come (or the connection already gone)
 
 
 def _peer(sock: socket.socket) -> str:

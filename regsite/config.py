@@ -6,8 +6,10 @@ variables win over the file. Anything wrong stops start-up with one line naming 
 """
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -31,6 +33,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "log_level": "info",
         "secret_key_file": "data/secret_key",
         "trusted_proxies": [],
+        "external_url": "",
+        "ready_cache_seconds": 5,
+        "tls_cert": "",
+        "tls_key": "",
     },
     "storage": {
         "backend": "filesystem",
@@ -125,7 +131,7 @@ PATHS_NOTE = (f"It reads the server's configuration (config.toml in {BASE_DIR} o
               "variables) and resolves relative paths in it against that directory, as the server "
               "does, wherever it is run from.")
 PATH_KEYS = (("server", "secret_key_file"), ("storage", "root"), ("auth", "htpasswd_file"),
-             ("auth", "token_storage"))
+             ("auth", "token_storage"), ("server", "tls_cert"), ("server", "tls_key"))
 
 
 class ConfigError(Exception):
@@ -326,8 +332,8 @@ def _validate(cfg: dict[str, Any]) -> None:
     for table, key in POSITIVE_INTS:
         if cfg[table][key] <= 0:
             raise ConfigError(f"[{table}] {key}: must be a positive integer, got {cfg[table][key]}")
-    for table, key in (("server", "min_body_rate"), ("storage", "min_free_bytes"), ("gc", "interval_hours"),
-                       ("gc", "grace_hours"), ("registry", "max_upload_sessions")):
+    for table, key in (("server", "min_body_rate"), ("server", "ready_cache_seconds"), ("storage", "min_free_bytes"),
+                       ("gc", "interval_hours"), ("gc", "grace_hours"), ("registry", "max_upload_sessions")):
         if cfg[table][key] < 0:
             raise ConfigError(f"[{table}] {key}: must not be negative, got {cfg[table][key]}")
     for (table, key), allowed in CHOICES.items():
@@ -348,6 +354,11 @@ def _validate(cfg: dict[str, Any]) -> None:
         raise ConfigError("[storage] s3_secret_key: s3_access_key and s3_secret_key go together "
                           "(leave both empty for the standard AWS credential chain)")
     _check_bind(cfg["server"]["bind"])
+    if bool(cfg["server"]["tls_cert"]) != bool(cfg["server"]["tls_key"]):
+        missing = "tls_key" if cfg["server"]["tls_cert"] else "tls_cert"
+        raise ConfigError(f"[server] {missing}: tls_cert and tls_key go together (set both to serve HTTPS, "
+                          "neither for plain HTTP)")
+    cfg["server"]["external_url"] = external_url(cfg["server"]["external_url"])
     proxy_networks(cfg["server"]["trusted_proxies"])
     if cfg["server"]["log_level"].lower() not in LOG_LEVELS:
         raise ConfigError(
@@ -363,6 +374,53 @@ def loopback_only(bind: str) -> bool:
         return True
     host = bind.rpartition(":")[0].strip("[]")
     return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def external_url(url: str) -> str:
+    """``[server] external_url``: how clients reach the registry, ``scheme://host[:port]`` (a slash
+    at the end is dropped); empty when not set. The registry is served at the root (``/v2/`` is
+    fixed by the distribution spec), so the URL has no path."""
+    if not url:
+        return ""
+    key = "[server] external_url"
+    parts = urlsplit(url)
+    shown = repr(url) if parts.password is None else "(not shown: it holds credentials)"
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c in url for c in '" \r\n\t'):
+        raise ConfigError(f"{key}: expected an http:// or https:// URL such as https://registry.example.com, "
+                          f"got {shown}")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(f"{key}: expected a URL without credentials, got {shown}")
+    try:
+        parts.port  # noqa: B018  (raises ValueError on a bad port)
+    except ValueError:
+        raise ConfigError(f"{key}: the port of {shown} is not a port number") from None
+    if parts.path not in ("", "/"):
+        raise ConfigError(f"{key}: expected a URL without a path (the registry is served at the root), got {shown}")
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise ConfigError(f"{key}: expected a URL without a query or fragment, got {shown}")
+    return f"{parts.scheme}://{parts.netloc}"
+def exit_if_in_use(addresses: list[Any], environ: Mapping[str, str] = os.environ) -> None:
+    """Stop with one line naming the setting when another program listens on a ``[server] bind``
+    address (gunicorn's own ``(host, port)`` tuples), before gunicorn tries it five times and ends
+    with "Can't connect to ('127.0.0.1', 4000)". Sockets handed over by systemd or a re-executed
+    gunicorn are this server's own."""
+    if environ.get("LISTEN_FDS") or environ.get("GUNICORN_FD"):
+        return
+    for address in addresses:
+        if not isinstance(address, tuple):
+            continue  # a unix socket: gunicorn replaces a stale file itself
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    return  # gunicorn says what else is wrong
+                host = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+                print(f"configuration error: [server] bind: {host}:{address[1]} is in use by another program: stop "
+                      "it, or set SVC_SERVER_BIND (or [server] bind) to a free address", file=sys.stderr)
+                raise SystemExit(2) from None
 
 
 def proxy_networks(entries: list[str]) -> tuple[IPNetwork, ...]:
@@ -497,6 +555,13 @@ def check_bucket(cfg: dict[str, dict[str, Any]]) -> None:
         raise ConfigError(f"[storage] {key}: {exc}") from None
 
 
+def check_tls(cfg: dict[str, dict[str, Any]]) -> None:
+    """With ``tls_cert`` and ``tls_key``, they load as a certificate and its key (regsite.tls)."""
+    from regsite import tls
+
+    tls.serving(cfg["server"]["tls_cert"], cfg["server"]["tls_key"])
+
+
 def s3_driver(storage: Mapping[str, Any]) -> Any:
     """The S3 driver the ``[storage]`` table describes."""
     from registry.storage.s3 import S3Driver
@@ -511,7 +576,8 @@ def resolve_paths(cfg: dict[str, Any], base: Path | None = None) -> dict[str, An
     """The configuration with its relative paths made absolute against the project directory."""
     root = base or BASE_DIR
     for table, key in PATH_KEYS:
-        cfg[table][key] = str(root / cfg[table][key])  # an absolute path stays as it is
+        if cfg[table][key]:  # empty: not set (tls_cert)
+            cfg[table][key] = str(root / cfg[table][key])  # an absolute path stays as it is
     url = cfg["database"]["url"]
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
         cfg["database"]["url"] = "sqlite:///" + str(root / url[len("sqlite:///"):])
@@ -535,6 +601,7 @@ def load_or_exit(
         if serving:
             check_htpasswd(cfg)
             check_bucket(cfg)
+            check_tls(cfg)
         db = database_settings(cfg["database"])
         if db["ENGINE"].endswith("sqlite3"):
             ensure_writable_dir("[database] url", Path(db["NAME"]).resolve().parent)

@@ -1,4 +1,5 @@
-"""The client's address and scheme, believing forwarding headers only from ``[server] trusted_proxies``.
+"""The client's address and scheme, believing forwarding headers only from ``[server] trusted_proxies``;
+and the registry's own URL, believing no Host header but one naming this machine's loopback.
 
 gunicorn is told to trust no forwarding header from anyone (gunicorn.conf.py): it would apply
 X-Forwarded-Proto and a SCRIPT_NAME header from any address in its allow list, and it cannot say
@@ -16,7 +17,9 @@ from functools import lru_cache
 from typing import Callable
 
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
+from django.http.request import split_domain_port
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 MAX_HOPS = 32  # a longer X-Forwarded-For is not read past this many hops from the right
@@ -63,6 +66,36 @@ def client_address(request: HttpRequest) -> str:
         if not is_trusted(address):
             return client
     return client  # every hop is a trusted proxy: the farthest one is as close as we get
+
+
+def public_base(request: HttpRequest) -> str | None:
+    """The registry's URL as clients reach it, ``scheme://host[:port]``: ``[server] external_url``;
+    without it, the request's own only when its Host names this machine's loopback (``localhost``,
+    127.0.0.0/8, ``::1``: a registry used from the machine it runs on); else None. A Host header
+    is whatever the client wrote: built into a Bearer realm it sends a client's credentials where
+    that header says, into a webhook event it points a scanner at any host."""
+    if settings.SERVER_EXTERNAL_URL:
+        return str(settings.SERVER_EXTERNAL_URL)
+    try:
+        host = request.get_host()
+    except DisallowedHost:
+        return None
+    return f"{request.scheme}://{host}" if _loopback_host(host) else None
+
+
+@lru_cache(maxsize=256)
+def _loopback_host(host: str) -> bool:
+    domain, _port = split_domain_port(host)
+    if domain == "localhost" or domain.endswith(".localhost"):
+        return True
+    address = _parse(domain)
+    return address is not None and address.is_loopback
+
+
+def public_host(request: HttpRequest) -> str | None:
+    """The host[:port] of ``public_base``."""
+    base = public_base(request)
+    return base.partition("://")[2] if base else None
 
 
 def _forwarded_proto(request: HttpRequest) -> str | None:

@@ -61,13 +61,19 @@ def _literal_head(glob: str) -> str:
 
 
 def check_outside_caches(cfg: dict[str, Any]) -> None:
-    """A rule whose repositories all lie under a [[proxy]] prefix would never apply (rules.py)."""
+    """A rule whose repositories all lie under a [[proxy]] prefix would never apply (rules.py); beside
+    a root mirror (prefix = "") no rule can apply anywhere."""
     for kind in SCHEMAS:
         for index, entry in enumerate(cfg[kind]):
             glob = entry["repositories"]
             head = _literal_head(glob)
             for proxy in cfg.get("proxy", []):
                 prefix = proxy["prefix"]
+                if not prefix:
+                    raise ConfigError(
+                        f"{entry_name(kind, index, entry)} repositories: with a root mirror ([[proxy]] prefix = "
+                        '"") the whole registry is a read-only pull-through cache, where no retention, immutable '
+                        "or quota rule applies: remove the rule (evict_after_days governs the cache)")
                 if glob == prefix or head.startswith(prefix + "/"):
                     raise ConfigError(
                         f"{entry_name(kind, index, entry)} repositories: {glob!r} lies within the pull-through "

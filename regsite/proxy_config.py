@@ -4,6 +4,12 @@ Their keys (with defaults) go into ``regsite.config.LISTS``. A prefix is the loc
 upstream; ``host`` is the registry name containerd sends as ``?ns=``. A bad entry stops start-up
 with one line naming it and the key; upstream credentials (``username``, ``password``, or any
 written into the URL) never appear in such a line.
+
+An empty prefix is a root mirror: the whole registry is a read-only copy of one upstream, names one
+to one, as the CNCF registry's proxy mode is (what Docker Engine's ``registry-mirrors`` needs). It is
+then the only entry: beside other prefixes it would answer for every name they do not claim, so an
+upstream repository whose name begins with another prefix (``hub/x`` of docker.io beside a ``hub``
+cache) could never be pulled, and a name's upstream would change when a prefix is added.
 """
 from __future__ import annotations
 
@@ -22,8 +28,13 @@ SCHEMA: dict[str, Any] = {
     "tag_ttl_seconds": 300,
     "evict_after_days": 30,
     "timeout_seconds": 10,
+    "total_timeout_seconds": 30,
+    "max_concurrent_fetches": 4,
+    "negative_ttl_seconds": 30,
+    "realm_hosts": [],
 }
 SECRETS = {("proxy", "username"), ("proxy", "password")}
+_HOST = re.compile(r"(?:http://)?[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?", re.IGNORECASE)
 _PREFIX = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 
 
@@ -48,7 +59,10 @@ def check(entries: list[dict[str, Any]]) -> None:
     for index, entry in enumerate(entries):
         where = entry_name("proxy", index, entry, "prefix")
         prefix = entry["prefix"]
-        if not _PREFIX.fullmatch(prefix):
+        if prefixes and (prefix == "" or "" in prefixes):
+            raise ConfigError(f'{where} prefix: a root mirror (prefix = "") must be the only [[proxy]] entry: '
+                              "it answers for every repository name")
+        if prefix and not _PREFIX.fullmatch(prefix):
             raise ConfigError(f"{where} prefix: expected a repository name such as \"hub\", got {prefix!r}")
         for other in prefixes:
             if prefix == other or prefix.startswith(other + "/") or other.startswith(prefix + "/"):
@@ -62,11 +76,16 @@ def check(entries: list[dict[str, Any]]) -> None:
         hosts.add(host)
         if entry["password"] and not entry["username"]:
             raise ConfigError(f"{where} password: given without a username")
-        for key in ("tag_ttl_seconds", "evict_after_days"):
+        for key in ("tag_ttl_seconds", "evict_after_days", "negative_ttl_seconds"):
             if entry[key] < 0:
                 raise ConfigError(f"{where} {key}: must not be negative, got {entry[key]}")
-        if entry["timeout_seconds"] <= 0:
-            raise ConfigError(f"{where} timeout_seconds: must be a positive integer, got {entry['timeout_seconds']}")
+        for key in ("timeout_seconds", "total_timeout_seconds", "max_concurrent_fetches"):
+            if entry[key] <= 0:
+                raise ConfigError(f"{where} {key}: must be a positive integer, got {entry[key]}")
+        for host in entry["realm_hosts"]:
+            if not _HOST.fullmatch(host):
+                raise ConfigError(f"{where} realm_hosts: expected host names such as \"auth.docker.io\" (or "
+                                  f"\"http://host\" to allow plain http), got {host!r}")
 
 
 def register(lists: dict[str, dict[str, Any]], validators: dict[str, Callable[[list[dict[str, Any]]], None]],

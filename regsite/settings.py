@@ -47,6 +47,8 @@ MIDDLEWARE = [
     "regsite.db.ReleaseBeforeStreamingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything reads the request: a NUL in its path, query or headers is a 400 (regsite.text).
+    "regsite.text.TextMiddleware",
     # Before authentication: a mirror's ?ns= or /<prefix>/v2/ path is rewritten to the name it means.
     "registry.proxy.routing.ProxyRoutingMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
@@ -86,7 +88,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "regsite.staticfiles.StaticFilesStorage"},
 }
 
 # Registry bodies are streamed by the views; Django must never buffer them into memory.
@@ -107,6 +109,11 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_HSTS_SECONDS = 365 * 24 * 3600
 # Addresses whose X-Forwarded-For and X-Forwarded-Proto are believed ([server] trusted_proxies).
 SERVER_TRUSTED_PROXIES = config.proxy_networks(SVC["server"]["trusted_proxies"])
+# How clients reach the registry ([server] external_url; "" when not set): the Bearer realm and the
+# URLs of webhook events are built from it, never from a Host header (regsite.forwarded.public_base).
+SERVER_EXTERNAL_URL: str = SVC["server"]["external_url"]
+# /ready runs its checks at most once per this many seconds in each process (ops.readiness).
+READY_CACHE_SECONDS: int = SVC["server"]["ready_cache_seconds"]
 
 REGISTRY_STORAGE = SVC["storage"]
 REGISTRY_STORAGE_ROOT = Path(SVC["storage"]["root"])
@@ -133,6 +140,8 @@ REGISTRY_IMMUTABLE: list[dict] = SVC["immutable"]
 REGISTRY_QUOTAS: list[dict] = SVC["quota"]
 # Pull-through caches, one entry per [[proxy]] table (registry.proxy).
 REGISTRY_PROXIES: list[dict] = SVC["proxy"]
+# Request threads of a worker that may wait on upstreams at once, all caches together (registry.proxy.slots).
+REGISTRY_PROXY_WORKER_FETCHES: int = max(1, SVC["server"]["threads"] // 2)
 
 # [[notifications]]: webhook endpoints (notifications.endpoints); the address events name as their source.
 NOTIFICATIONS: list[dict] = SVC["notifications"]
@@ -154,6 +163,9 @@ AUTH_LOGIN_BACKOFF_MAX: int = SVC["auth"]["login_backoff_max"]
 # Every line is one JSON object (regsite.logs), the request log's (ops.requests) included.
 LOG_LEVEL = SVC["server"]["log_level"].upper()
 LOGGING = logs.config(LOG_LEVEL, {
-    "django.request": {"level": "ERROR"},
+    # Django's own line for each 4xx and 5xx ("Internal Server Error: /v2/..."), logged after the
+    # request's: every response has its request line (ops.requests, at error level for a 5xx), and an
+    # exception its one line with the traceback (registry.errors), so this would log each 5xx twice.
+    "django.request": {"level": "CRITICAL"},
     "ops.requests": {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": False},
 })

@@ -7,16 +7,18 @@ nodes, or a few hundred slow attackers, used up every thread, and the kubelet's 
 behind them. Here the worker's main loop, which already waits on sockets with a selector, does
 those waits itself, so threads only ever run application code:
 
-- a request head is read in the loop, within ``client_timeout`` seconds of its first byte, and
-  only a complete head goes to a thread (with its bytes, so gunicorn's parser sees them first);
-- a small body (a manifest up to the manifest size limit, a token API or UI form up to
-  ``SMALL_BODY``) is read in the loop too, within ``client_timeout`` seconds in all, or the client
-  gets 408;
+- a request is read in the loop, within ``client_timeout`` seconds of its first byte, and only a
+  complete one goes to a thread: its head, and its body of any route and encoding up to a bound
+  (regsite/request_reader.py), or the client gets 408; a body over the bound is refused unread;
+- the one exception is a blob upload's body, which its view hashes and writes as it arrives: it is
+  streamed by an upload thread, at no less than ``min_body_rate`` (regsite/client_timeouts.py);
 - a response that is a file (a blob) is sent from the loop with ``sendfile``, as the client reads;
 - a closed connection lingers (half-closed, its late bytes drained) in the loop, not in a thread.
 
-Large request bodies (blob uploads) are still read by the thread running the view, since they are
-hashed and written as they arrive; ``regsite.client_timeouts`` bounds their stalls and rate.
+With ``[server] tls_cert`` the port speaks HTTPS (regsite/tls.py, regsite/worker_tls.py): the
+loop does the handshake within the request head's ``client_timeout``, reads through the SSL
+object, and sends files by reading and encrypting them itself (``sendfile`` would send them in
+clear); threads read upload bodies and write answers through the same object.
 """
 from __future__ import annotations
 
@@ -26,7 +28,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import selectors
 import socket
 import time
@@ -40,22 +41,18 @@ from gunicorn.http import wsgi
 from gunicorn.workers import gthread
 
 from regsite.client_timeouts import ClientSocket, count_timeout
+from regsite.request_reader import CONTINUE, Ready, Refused, RequestReader, error_body
+from regsite.tls import Certificates
+from regsite.worker_tls import HANDSHAKE, TLSLoop, close_notify, pending_bytes, tls_error, tls_waiting
 
 log = logging.getLogger("gunicorn.error")
 
-HEAD_END = b"\r\n\r\n"
-MAX_HEAD = 64 * 1024  # more than gunicorn's own limits let through for a sane request
-SMALL_BODY = 64 * 1024
 LINGER_SECONDS = 2.0
 LINGER_BYTES = 64 * 1024
 SEND_CHUNK = 4 * 1024 * 1024
-_MANIFEST_PUT = re.compile(rb"^PUT /v2/\S+/manifests/[^/\s?]+(?:\?\S*)? HTTP/1\.[01]$")
-_UPLOAD = re.compile(rb"^(?:PATCH|PUT|POST) /v2/\S+/blobs/uploads/")
-_FORM_POST = re.compile(rb"^POST /(?:api/tokens(?:/list|/revoke)?|ui/\S*) HTTP/1\.[01]$")
 
-READING, TRANSFER, LINGERING = "reading", "transfer", "lingering"
+READING, TRANSFER, LINGERING = "reading", "transfer", "lingering"  # HANDSHAKE: worker_tls.py
 TLS_HANDSHAKE = b"\x16"
-_METHOD = re.compile(rb"^(?:\r\n)*[A-Z]{0,16}(?: |$)")
 _tls_logged = False
 
 
@@ -81,10 +78,12 @@ class _Transfer:
     left: int
     keepalive: bool = False
     progress: float = field(default_factory=time.monotonic)
+    unsent: bytes | memoryview = b""  # over TLS: file bytes read, not yet taken by the SSL object
 
 
-class RegistryWorker(gthread.ThreadWorker):
+class RegistryWorker(TLSLoop, gthread.ThreadWorker):
     limits = Limits()
+    certificates: Certificates | None = None  # [server] tls_cert: the master's, inherited at fork
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -96,8 +95,10 @@ class RegistryWorker(gthread.ThreadWorker):
         self._transfers: set[Any] = set()
 
     def init_process(self) -> None:
-        if self.cfg.is_ssl or getattr(self.cfg, "http2_cleartext", "off") not in ("off", None, False):
-            raise RuntimeError("the registry worker serves plain HTTP/1.1 (terminate TLS in front)")
+        if self.cfg.is_ssl:
+            raise RuntimeError("set [server] tls_cert and tls_key rather than gunicorn's certfile and keyfile")
+        if getattr(self.cfg, "http2_cleartext", "off") not in ("off", None, False):
+            raise RuntimeError("the registry worker serves HTTP/1.1")
         # Uploads stream their bodies for as long as the client takes, so they get their own
         # threads: probes and pulls never queue behind a hundred slow pushes.
         self.upload_pool = futures.ThreadPoolExecutor(self.limits.upload_threads, "upload")
@@ -124,7 +125,10 @@ class RegistryWorker(gthread.ThreadWorker):
         self.nr_conns += 1
         client = ClientSocket.adopt(client, self.limits.client_timeout, self.limits.min_body_rate)
         conn = gthread.TConn(self.cfg, client, address, listener.getsockname())
-        self._read(conn)
+        if self.certificates is not None:
+            self._start_tls(conn)
+        else:
+            self._read(conn)
 
     def on_client_socket_readable(self, conn: Any, client: Any) -> None:
         # A kept-alive connection starts its next request: read it here, not in a thread.
@@ -132,48 +136,69 @@ class RegistryWorker(gthread.ThreadWorker):
         self.keepalived_conns.remove(conn)
         self._read(conn)
 
-    def _read(self, conn: Any) -> None:
+    def _read(self, conn: Any, received: bytes = b"", deadline: float | None = None) -> None:
+        """Read the connection's next request in the loop, starting with what is ``received``,
+        within ``client_timeout`` (or by ``deadline``: a new TLS connection's, set at accept)."""
         conn.sock.setblocking(False)
         conn.state = READING
-        conn.buffer = bytearray()
-        conn.need = 0  # bytes the request needs in all once its head is in; 0 while it is not
-        self._expire_at(conn, time.monotonic() + self.limits.client_timeout)
+        conn.reader = RequestReader(self.limits.max_manifest_bytes)
+        self._expire_at(conn, deadline or time.monotonic() + self.limits.client_timeout)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
+        if received:
+            self._take(conn, received)
+        if conn.reader is not None and pending_bytes(conn.sock):
+            self._on_readable(conn, conn.sock)  # decrypted already: the socket will not say so
 
     def _on_readable(self, conn: Any, _sock: Any) -> None:
+        while True:
+            try:
+                data = conn.sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if tls_waiting(exc):  # a TLS record not complete yet
+                    return
+                tls_error(conn, exc)
+                data = b""
+            if not data:  # the client left before finishing its request
+                self._forget(conn)
+                self._close(conn)
+                return
+            self._take(conn, data)
+            # A TLS record may hold more than was asked for: what stays in the SSL object does
+            # not make the socket readable again.
+            if conn.reader is None or not pending_bytes(conn.sock):
+                return
+
+    def _take(self, conn: Any, data: bytes) -> None:
+        reader: RequestReader = conn.reader
+        if not reader.received and data[:1] == TLS_HANDSHAKE:
+            self._tls_probe(conn)
+            return
         try:
-            data = conn.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
+            ready = reader.feed(data)
+        except Refused as refusal:
+            log.info("refused a request from %s: %s %s", _peer(conn), refusal.status, refusal.message)
+            self._refuse(conn, refusal.status, refusal.reason, refusal.message)
             return
-        except OSError:
-            data = b""
-        if not data:  # the client left before finishing its request
-            self._forget(conn)
-            self._close(conn)
-            return
-        conn.buffer += data
-        if not conn.need:
-            if conn.buffer[:1] == TLS_HANDSHAKE:
-                self._tls_probe(conn)
-                return
-            end = conn.buffer.find(HEAD_END)
-            if end < 0 and not _could_be_http(conn.buffer):
-                conn.need = len(conn.buffer)  # not HTTP: the parser answers it with a 400 at once
-            elif end < 0:
-                if len(conn.buffer) > MAX_HEAD:
-                    self._refuse(conn, 431, "Request Header Fields Too Large", "request head too large")
-                return
-            else:
-                head = bytes(conn.buffer[:end])
-                conn.uploading = is_upload(head)
-                conn.need = end + len(HEAD_END) + body_to_read(head, self.limits.max_manifest_bytes)
-        if len(conn.buffer) >= conn.need:
-            self._forget(conn)
-            self.poller.unregister(conn.sock)
-            conn.pending = bytes(conn.buffer)
-            conn.buffer = None
-            conn.sock.setblocking(True)
-            self.enqueue_req(conn)
+        if reader.continue_due:
+            reader.continue_due = False
+            try:
+                conn.sock.send(CONTINUE)  # into an empty send buffer: it never blocks
+            except OSError:
+                pass
+        if ready is not None:
+            self._dispatch(conn, ready)
+
+    def _dispatch(self, conn: Any, ready: Ready) -> None:
+        self._forget(conn)
+        self.poller.unregister(conn.sock)
+        conn.reader = None
+        conn.pending = ready.data
+        conn.uploading = ready.upload
+        conn.sock.streaming = ready.upload  # any other thread gets the end of stream, never a wait
+        conn.sock.setblocking(True)
+        self.enqueue_req(conn)
 
     def _tls_probe(self, conn: Any) -> None:
         """A TLS ClientHello on this plain-HTTP port: a client (docker, podman, skopeo told the
@@ -216,6 +241,8 @@ class RegistryWorker(gthread.ThreadWorker):
 
     def murder_pending(self) -> None:
         super().murder_pending()
+        if self.certificates is not None:
+            self.certificates.refresh()  # at most once a second: a replaced certificate for new connections
         now = time.monotonic()
         while self._deadlines and self._deadlines[0][0] <= now:
             _deadline, token = heapq.heappop(self._deadlines)
@@ -225,10 +252,12 @@ class RegistryWorker(gthread.ThreadWorker):
             conn.token = None
             if conn.state == LINGERING:
                 self._close(conn)
-            elif conn.need:
+            elif conn.state == HANDSHAKE:
+                self._handshake_timed_out(conn)
+            elif conn.reader.head is not None:
                 self._timed_out(conn, "request body", 408, "Request Timeout")
             else:
-                if conn.buffer:
+                if conn.reader.received:
                     log.warning("closing connection from %s: request head not complete within %ss",
                                 _peer(conn), self.limits.client_timeout)
                     count_timeout("head")
@@ -240,6 +269,15 @@ class RegistryWorker(gthread.ThreadWorker):
             count_timeout("response")
             self._end_transfer(conn, complete=False)
 
+    def murder_keepalived(self, force: bool = False) -> None:
+        if self.certificates is not None:  # the idle connections about to be closed hear of it
+            now = time.monotonic()
+            for conn in self.keepalived_conns:  # in the order they expire
+                if conn.timeout > now and not force:
+                    break
+                close_notify(conn.sock)
+        super().murder_keepalived(force)
+
     def _timed_out(self, conn: Any, what: str, status: int, reason: str) -> None:
         log.warning("closing connection from %s: %s not complete within %ss", _peer(conn), what,
                     self.limits.client_timeout)
@@ -250,14 +288,17 @@ class RegistryWorker(gthread.ThreadWorker):
         """Answer from the loop (best effort: a client that does not read gets nothing) and close."""
         self._forget(conn)
         self.poller.unregister(conn.sock)
-        body = json.dumps(error_body(bytes(conn.buffer or b"")[:512], message)).encode()
+        reader: RequestReader = conn.reader
+        request_line = reader.head.request_line if reader.head else bytes(reader.received[:512]).split(b"\r\n")[0]
+        body = json.dumps(error_body(request_line, message)).encode()
         head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
         try:
             conn.sock.send(head + body)
         except OSError:
             pass
-        self._close(conn)
+        conn.reader = None
+        self._linger(conn)  # the client may still be sending: a reset would lose the answer
 
     # -- files sent from the loop --------------------------------------------------------------
 
@@ -269,6 +310,8 @@ class RegistryWorker(gthread.ThreadWorker):
             started = datetime.now()
             resp, environ = wsgi.create(req, conn.sock, conn.client, conn.server, self.cfg)
             environ["wsgi.multithread"] = True
+            if self.certificates is not None:
+                environ["wsgi.url_scheme"], environ["HTTPS"] = "https", "on"
             self.nr += 1
             if self.nr >= self.max_requests:
                 if self.alive:
@@ -349,6 +392,9 @@ class RegistryWorker(gthread.ThreadWorker):
 
     def _on_writable(self, conn: Any, _sock: Any) -> None:
         transfer: _Transfer = conn.transfer
+        if self.certificates is not None:
+            self._send_file_tls(conn, transfer)
+            return
         try:
             sent = os.sendfile(conn.sock.fileno(), transfer.fd, transfer.offset, min(transfer.left, SEND_CHUNK))
         except (BlockingIOError, InterruptedError):
@@ -359,6 +405,9 @@ class RegistryWorker(gthread.ThreadWorker):
         if sent == 0:  # the file is shorter than the length announced: the client must see a cut
             self._end_transfer(conn, complete=False)
             return
+        self._sent(conn, transfer, sent)
+
+    def _sent(self, conn: Any, transfer: Any, sent: int) -> None:
         transfer.offset += sent
         transfer.left -= sent
         transfer.resp.sent += sent
@@ -383,9 +432,9 @@ class RegistryWorker(gthread.ThreadWorker):
 
     def _keepalive(self, conn: Any) -> None:
         conn.state = None
-        if conn.parser.unreader.buf.getvalue():
-            conn.sock.setblocking(True)
-            self.enqueue_req(conn)
+        pipelined = conn.parser.unreader.take_buffered()
+        if pipelined or pending_bytes(conn.sock):  # the client's next request, or a part of it, came with this one
+            self._read(conn, pipelined)
             return
         conn.sock.setblocking(False)
         conn.set_timeout()
@@ -401,6 +450,7 @@ class RegistryWorker(gthread.ThreadWorker):
         its late bytes with a reset that could destroy the end of our response in flight."""
         try:
             conn.sock.setblocking(False)
+            close_notify(conn.sock)
             conn.sock.shutdown(socket.SHUT_WR)
         except OSError:
             self._close(conn)
@@ -435,64 +485,6 @@ class RegistryWorker(gthread.ThreadWorker):
             conn.sock.close()
         except OSError:
             pass
-
-
-def _could_be_http(start: bytes | bytearray) -> bool:
-    """Whether the first bytes of a connection may still become an HTTP/1 request line."""
-    return _METHOD.match(bytes(start[:40])) is not None
-
-
-def body_to_read(head: bytes, max_manifest_bytes: int) -> int:
-    """How many body bytes the loop reads before a thread takes the request: the whole body of a
-    manifest PUT or a token API / UI form with a Content-Length within its limit, else none."""
-    lines = head.split(b"\r\n")
-    request_line = lines[0].strip()
-    length = None
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        name = name.strip().lower()
-        if name == b"content-length" and value.strip().isdigit():
-            length = int(value.strip())
-        elif name == b"transfer-encoding" or (name == b"expect" and b"100" in value):
-            return 0  # chunked bodies and clients waiting for "100 Continue" go to a thread
-    if not length:
-        return 0
-    if _MANIFEST_PUT.match(request_line):
-        limit = max_manifest_bytes
-    elif _FORM_POST.match(request_line):
-        limit = SMALL_BODY
-    else:
-        return 0  # a blob upload: streamed by its view, bounded by the minimum body rate
-    return length if length <= limit else 0
-
-
-def is_upload(head: bytes) -> bool:
-    """A blob upload carrying a body: it runs on the upload threads."""
-    return _UPLOAD.match(head) is not None and _has_body(head)
-
-
-def _has_body(head: bytes) -> bool:
-    lowered = head.lower()
-    if b"\r\ntransfer-encoding:" in lowered:
-        return True
-    at = lowered.find(b"\r\ncontent-length:")
-    if at < 0:
-        return False
-    value = lowered[at + 17:].split(b"\r\n", 1)[0].strip()
-    return value.isdigit() and int(value) > 0
-
-
-def error_body(head: bytes, message: str) -> dict[str, Any]:
-    """What a client of the path expects: the OCI envelope on /v2/, the token API's ``error``."""
-    target = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b""
-    if not target.startswith(b"/v2/"):
-        return {"error": message}
-    code = "UNKNOWN"
-    if b"/manifests/" in target:
-        code = "MANIFEST_INVALID"
-    elif b"/blobs/uploads" in target:
-        code = "BLOB_UPLOAD_INVALID"
-    return {"errors": [{"code": code, "message": message}]}
 
 
 def _peer(conn: Any) -> str:

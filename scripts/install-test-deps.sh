@@ -20,6 +20,9 @@ command -v docker-compose >/dev/null || need+=(docker-compose)
 # A real Docker engine as a client (tests/support/docker.py), running static busybox.
 command -v dockerd >/dev/null || need+=(docker.io)
 [ -x /usr/bin/busybox ] || need+=(busybox-static)
+# The stand-in for the image's python:3.11-slim base, made from Debian packages since Docker Hub
+# cannot be reached (tests/support/image_build.py).
+command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
 # The CNCF registry (distribution 2.8) as the upstream of the pull-through cache tests and the
 # reference of the benchmark.
 command -v docker-registry >/dev/null || need+=(docker-registry)

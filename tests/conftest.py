@@ -45,6 +45,17 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 
 @pytest.fixture(autouse=True)
+def ready_on_every_call(settings) -> Iterator[None]:
+    """Unit tests change what /ready checks and call it again at once: no results are kept between
+    calls (tests/test_ready_cache.py sets a period), nor from one test to the next."""
+    from ops import readiness
+
+    settings.READY_CACHE_SECONDS = 0
+    yield
+    readiness.forget()
+
+
+@pytest.fixture(autouse=True)
 def storage_root(settings, tmp_path: Path) -> Iterator[Path]:
     """Each test gets an empty storage root, used by the default filesystem driver and file locks."""
     root = tmp_path / "storage"

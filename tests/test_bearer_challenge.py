@@ -12,13 +12,15 @@ from tokens import services
 
 pytestmark = pytest.mark.django_db
 
-REALM = 'Bearer realm="http://testserver/auth/token",service="svc-registry"'
+EXTERNAL_URL = "https://registry.example.internal"
+REALM = f'Bearer realm="{EXTERNAL_URL}/auth/token",service="svc-registry"'
 DIGEST = "sha256:" + "a" * 64
 
 
 @pytest.fixture
 def bearer_on(settings, auth_on):  # type: ignore[no-untyped-def]
     settings.AUTH_CHALLENGE = "bearer"
+    settings.SERVER_EXTERNAL_URL = EXTERNAL_URL  # the realm's host (tests/test_external_url.py)
     return auth_on
 
 
@@ -63,8 +65,7 @@ def test_a_name_that_would_break_the_header_gets_no_scope(client, bearer_on) -> 
 def test_a_host_header_that_is_no_host_still_gets_a_challenge(client, bearer_on) -> None:
     response = client.get("/v2/_catalog", HTTP_HOST='bad"host')
     assert response.status_code == 401
-    assert response["WWW-Authenticate"] == ('Bearer realm="/auth/token",service="svc-registry",'
-                                            'scope="registry:catalog:*"')
+    assert response["WWW-Authenticate"] == f'{REALM},scope="registry:catalog:*"'
 
 
 def test_the_realm_can_be_set(client, bearer_on, settings) -> None:

@@ -230,3 +230,44 @@ def test_the_tokens_are_signed_with_a_key_derived_from_the_secret_key(client, au
     jwt.decode(token, bearer_tokens.signing_key(), algorithms=["HS256"], audience="svc-registry")
     with pytest.raises(jwt.InvalidSignatureError):
         jwt.decode(token, settings.SECRET_KEY, algorithms=["HS256"], audience="svc-registry")
+
+
+def test_a_token_too_large_to_send_back_is_refused_with_a_400(client, auth_on) -> None:
+    names = [f"team/{'x' * 200}{i:02d}" for i in range(64)]
+
+    response = get_token(client, basic("alice", "wonderland"), scope=[f"repository:{n}:pull" for n in names])
+
+    assert response.status_code == 400
+    message = response.json()["errors"][0]["message"]
+    assert "over the 8185 characters" in message and "ask for fewer scopes" in message
+
+
+def test_a_scope_naming_more_than_a_repository_name_holds_is_a_400(client, auth_on) -> None:
+    response = get_token(client, basic("alice", "wonderland"), scope=f"repository:{'a' * 256}:pull")
+    assert response.status_code == 400
+    assert "at most 255 characters" in response.json()["errors"][0]["message"]
+
+
+def test_every_token_issued_fits_in_an_authorization_header(client, auth_on) -> None:
+    names = [f"team/{'x' * 16}{i:02d}" for i in range(40)]
+    response = get_token(client, basic("alice", "wonderland"), scope=[f"repository:{n}:pull,push" for n in names])
+    assert response.status_code == 200
+    token = response.json()["token"]
+    assert len("Bearer " + token) <= 8192
+    assert client.get(f"/v2/{names[-1]}/tags/list", HTTP_AUTHORIZATION=bearer(token)).status_code == 404
+
+
+class _Stalled:
+    """A request body whose client stopped sending it: the read fails as a cut-off socket's does."""
+
+    def read(self, *_args: object) -> bytes:
+        raise TimeoutError("request body slower than the minimum of 4096 B/s")
+
+    readline = read
+
+
+def test_a_form_the_client_stopped_sending_is_a_400_not_a_500(client, auth_on) -> None:
+    response = client.post("/auth/token", "grant_type=password", content_type="application/x-www-form-urlencoded",
+                           **{"wsgi.input": _Stalled()})
+    assert response.status_code == 400
+    assert response.json()["error"] == "the POST body was not received whole"

@@ -86,7 +86,7 @@ def test_the_first_matching_rule_of_a_kind_applies(tmp_path) -> None:
     ('[[retention]]\nrepositories = "team/*"\npulled_within_days = -30\n',
      '[[retention]] #1 "team/*" pulled_within_days: must not be negative'),
     ('[[retention]]\nrepositories = "team/*"\nuntagged_after_hours = -72\n',
-     '[[retention]] #1 "team/*" untagged_after_hours: must be at least 1, got -72'),
+     '[[retention]] #1 "team/*" untagged_after_hours: must not be negative, got -72'),
     ('[[retention]]\nrepositories = "team/*"\nkeep_last = "ten"\n',
      '[[retention]] #1 "team/*" keep_last: expected an integer'),
     ('[[retention]]\nkeep_last = 3\n', "[[retention]] #1 repositories: required"),

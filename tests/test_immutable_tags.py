@@ -83,8 +83,8 @@ def test_an_immutable_tag_and_a_manifest_carrying_one_are_never_deleted(client) 
     _, digest = push_image(client, "prod/app", "v1.2.3", layers=[b"one"])
     assert "it is never deleted" in _denied(client.delete("/v2/prod/app/manifests/v1.2.3"))
     message = _denied(client.delete(f"/v2/prod/app/manifests/{digest}"))
-    assert message == (f"manifest {digest} carries tag 'v1.2.3' is immutable under [[immutable]] #1 "
-                       "\"prod/*\" (tags ^v.*, ^stable$) in prod/app: it is never deleted")
+    assert message == (f"manifest {digest} carries tag 'v1.2.3' in prod/app, immutable under [[immutable]] #1 "
+                       "\"prod/*\" (tags ^v.*, ^stable$): it is never deleted")
     assert _target(client, "prod/app", "v1.2.3") == digest
 
 

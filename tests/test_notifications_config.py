@@ -32,7 +32,7 @@ def test_an_entry_gets_the_documented_defaults(tmp_path) -> None:
     (entry,) = _load(tmp_path, GOOD)["notifications"]
     assert entry == {"name": "ci", "url": "https://ci.example.internal/hooks/registry",
                      "events": ["push", "delete"], "repositories": "**", "headers": {}, "secret": "",
-                     "timeout_seconds": 5, "max_age_hours": 72}
+                     "timeout_seconds": 5, "max_age_hours": 72, "max_pending": 100000}
 
 
 def test_the_issue_example_loads(tmp_path) -> None:
@@ -66,6 +66,7 @@ def test_the_secret_can_come_from_the_environment(tmp_path) -> None:
     ('headers = { Content-Type = "text/plain" }\n', '[[notifications]] #1 "ci" headers: Content-Type is set by'),
     ('timeout_seconds = 0\n', '[[notifications]] #1 "ci" timeout_seconds: expected 1 to 300, got 0'),
     ('max_age_hours = 0\n', '[[notifications]] #1 "ci" max_age_hours: must be a positive integer'),
+    ('max_pending = 0\n', '[[notifications]] #1 "ci" max_pending: must be a positive integer'),
     ('colour = "red"\n', '[[notifications]] #1 "ci" colour: unknown key'),
 ])
 def test_a_bad_entry_is_refused_naming_the_entry_and_key(tmp_path, extra, message) -> None:

@@ -49,8 +49,10 @@ def pull_in_threads(path: str, count: int) -> list[str]:
     return digests
 
 
-def test_eight_pulls_of_one_missing_blob_fetch_it_once(client, upstream, mirror) -> None:
-    mirror()
+def test_eight_pulls_of_one_missing_blob_fetch_it_once(client, settings, upstream, mirror) -> None:
+    # Every one of them may wait here (registry.proxy.slots bounds that: tests/test_proxy_deadline.py).
+    settings.REGISTRY_PROXY_WORKER_FETCHES = 8
+    mirror(max_concurrent_fetches=8)
     pushed = push_image(upstream.url, "library/big", "v1", layers=1, layer_size=12 * 1024 * 1024)
     client.get("/v2/hub/library/big/manifests/v1", headers={"Accept": OCI_MANIFEST})
     layer = max(pushed.blobs, key=lambda d: len(pushed.blobs[d]))

@@ -28,7 +28,9 @@ def test_it_reads_several_caches_with_defaults(tmp_path) -> None:
     cfg = load(tmp_path, HUB + '[[proxy]]\nprefix = "mirrors/ghcr"\nurl = "https://ghcr.io"\ntag_ttl_seconds = 60\n')
     hub, ghcr = cfg["proxy"]
     assert hub == {"prefix": "hub", "url": "https://registry-1.docker.io", "host": "docker.io", "username": "",
-                   "password": "", "tag_ttl_seconds": 300, "evict_after_days": 30, "timeout_seconds": 10}
+                   "password": "", "tag_ttl_seconds": 300, "evict_after_days": 30, "timeout_seconds": 10,
+                   "total_timeout_seconds": 30, "max_concurrent_fetches": 4, "negative_ttl_seconds": 30,
+                   "realm_hosts": []}
     assert (ghcr["prefix"], ghcr["tag_ttl_seconds"], ghcr["host"]) == ("mirrors/ghcr", 60, "")
 
 
@@ -57,10 +59,24 @@ def test_credentials_come_from_the_environment(tmp_path) -> None:
     (X + 'tag_ttl_seconds = -1\n', 'tag_ttl_seconds: must not be negative'),
     (X + 'evict_after_days = -3\n', 'evict_after_days: must not be negative'),
     (X + 'timeout_seconds = 0\n', 'timeout_seconds: must be a positive'),
+    (X + 'total_timeout_seconds = 0\n', 'total_timeout_seconds: must be a positive'),
+    (X + 'max_concurrent_fetches = 0\n', 'max_concurrent_fetches: must be a positive'),
+    (X + 'negative_ttl_seconds = -1\n', 'negative_ttl_seconds: must not be negative'),
+    (X + 'realm_hosts = "auth.docker.io"\n', 'realm_hosts: expected a list of strings'),
+    (X + 'realm_hosts = ["https://auth.docker.io"]\n', 'realm_hosts: expected host names'),
+    (X + 'realm_hosts = ["auth.docker.io/token"]\n', 'realm_hosts: expected host names'),
     (X + 'ttl = 5\n', '[[proxy]] #1 "hub" ttl: unknown key'),
 ])
 def test_a_bad_entry_is_named_with_its_key(tmp_path, text, message) -> None:
     assert message in refused(tmp_path, text)
+
+
+def test_realm_hosts_and_limits_are_read(tmp_path) -> None:
+    cfg = load(tmp_path, X + 'realm_hosts = ["auth.docker.io", "http://auth.internal"]\nmax_concurrent_fetches = 3\n',
+               SVC_PROXY_0_TOTAL_TIMEOUT_SECONDS="600")
+    entry = cfg["proxy"][0]
+    assert entry["realm_hosts"] == ["auth.docker.io", "http://auth.internal"]
+    assert (entry["max_concurrent_fetches"], entry["total_timeout_seconds"]) == (3, 600)
 
 
 def test_a_password_is_never_shown_in_an_error(tmp_path) -> None:

@@ -1,5 +1,7 @@
 """An upstream that sends wrong bytes for a digest never gets them stored, nor served complete: the
-last piece is held back until the digest matches, and a mismatch ends the response short."""
+last piece is held back until the digest matches, and a mismatch ends the response short (a
+connection reset, ``Cut``: the server logs no traceback for it), or, for a blob of one piece,
+checked before its response begins, is an OCI 502."""
 from __future__ import annotations
 
 import json
@@ -11,8 +13,7 @@ from typing import Iterator
 import pytest
 
 from registry.models import Blob, BlobLink, Manifest
-from registry.proxy.blobs import PIECE
-from registry.services.exceptions import UpstreamFailed
+from registry.proxy.blobs import PIECE, Cut
 from tests.support.proxy_fixtures import fresh_upstream_state, proxy_entry  # noqa: F401
 from tests.support.upstreams import OCI_MANIFEST, CorruptUpstream
 
@@ -29,7 +30,7 @@ def corrupt(settings) -> Iterator[CorruptUpstream]:
 
 def received_before_failure(response) -> int:  # type: ignore[no-untyped-def]
     received = 0
-    with pytest.raises(UpstreamFailed):
+    with pytest.raises(Cut, match="do not match"):
         for piece in response.streaming_content:
             received += len(piece)
     response.close()
@@ -71,6 +72,21 @@ def test_a_ranged_pull_of_a_corrupt_blob_gets_an_error_and_no_bytes(client, corr
     assert not Blob.objects.filter(digest=corrupt.layer_digest).exists()
 
 
+def test_a_small_corrupt_blob_is_a_502_before_any_byte_is_sent(client, settings) -> None:
+    # One piece: the whole of it arrives, and is checked, before the response begins.
+    server = CorruptUpstream(os.urandom(PIECE // 2)).start()
+    try:
+        settings.REGISTRY_PROXIES = [proxy_entry(prefix="bad", url=server.url)]
+        response = client.get(f"/v2/bad/library/bad/blobs/{server.layer_digest}")
+        assert response.status_code == 502 and response["Content-Type"] == "application/json"
+        assert int(response["Retry-After"]) > 0
+        error = json.loads(response.content)["errors"][0]
+        assert error["code"] == "UNAVAILABLE" and "do not match" in error["message"]
+        assert not Blob.objects.filter(digest=server.layer_digest).exists()
+    finally:
+        server.stop()
+
+
 def test_a_manifest_that_does_not_match_its_digest_is_refused(client, corrupt) -> None:
     corrupt.corrupt_manifest = True
     for reference in (corrupt.manifest_digest, "latest"):  # asked for, or claimed by the upstream
@@ -103,7 +119,7 @@ def test_a_store_that_fills_up_midway_keeps_nothing(client, settings, monkeypatc
         # here is that the write fails first, and the fetch stops there.
         response = client.get(f"/v2/bad/library/bad/blobs/{layer}")
         received = 0
-        with pytest.raises(StorageFull):
+        with pytest.raises(Cut, match="no space left"):
             for piece in response.streaming_content:
                 received += len(piece)
         response.close()

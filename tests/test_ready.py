@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,15 @@ def test_it_stays_open_with_auth_on(client: Client, auth_on) -> None:
 
 def test_it_refuses_post(client: Client) -> None:
     assert client.post("/ready").status_code == 405
+
+
+def test_troubleshooting_names_the_checks_ready_has(settings) -> None:
+    from ops import readiness
+    from tests.support.server import REPO
+
+    settings.AUTH_ENABLED, settings.AUTH_TOKEN_BACKEND = True, "files"
+    names = set(readiness.checks()) | readiness.INFORMATIONAL
+    lines = (REPO / "docs" / "troubleshooting.md").read_text().splitlines()
+    row = next(line for line in lines if line.startswith("| `/ready` answers 503"))
+    named = set(re.findall(r"`([a-z_]+)`", row))
+    assert named == names, named ^ names

@@ -75,7 +75,7 @@ def test_dry_run_lists_every_removal_with_rule_and_clause_and_changes_nothing(cl
         "(t2), pushed 180 days ago",
     ]
     assert lines[-1] == ("retention: would remove 2 tags in 1 repository; the next garbage collection removes "
-                         "2 manifests, then the blobs only they use")
+                         "2 manifests, then the blobs only they use that are older than its grace period")
     assert Tag.objects.count() == 7
 
 

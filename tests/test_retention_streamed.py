@@ -39,7 +39,8 @@ def _planned_lines(name: str, now) -> list[str]:  # type: ignore[no-untyped-def]
     made = planner.plan(executor.snapshot(repository.pk, name), policies.retention_for(name),
                         policies.immutable_for(name), now)
     return ([f"would remove tag {name}:{r.tag.name}: {r.reason}" for r in made.tags]
-            + [f"the next collection removes manifest {name}@{m.manifest.digest}: {m.reason}" for m in made.manifests])
+            + [f"the next collection removes manifest {name}@{m.manifest.digest}: {m.reason}" for m in made.manifests]
+            + [f"manifest {name}@{k.manifest.digest}: {k.reason}" for k in made.kept])
 
 
 def _a_repository_of_every_kind() -> None:
@@ -74,6 +75,32 @@ def test_the_executor_plans_what_the_planner_specifies_line_for_line(settings, m
 
     assert lines == _planned_lines("team/app", now)
     assert any("on a referrer of" in line for line in lines) and any("listed only by index" in line for line in lines)
+
+
+def test_the_executor_says_what_stays_untagged_as_the_planner_does(settings, monkeypatch) -> None:
+    settings.REGISTRY_RETENTION = [{**RULE, "keep_last": 1, "keep_tags": [], "pulled_within_days": 7,
+                                    "untagged_after_hours": 24}]
+    images = [push_image("team/app", f"t{i}", [f"fresh {i}".encode()]) for i in range(4)]  # young manifests
+    for i in range(4):
+        Tag.objects.filter(name=f"t{i}").update(updated_at=timezone.now() - timedelta(days=30 - i))
+    push_image("team/app", None, [b"sig"], subject=images[0])  # stays with its young subject
+    arm = push_image("team/app", "arm", [b"arm"])
+    index = push_index("team/app", "multi", [arm])
+    for digest in (arm, index):
+        _age(digest, 40)
+    Tag.objects.filter(name="multi").delete()
+    Manifest.objects.filter(digest=index).update(last_pulled_at=timezone.now() - timedelta(days=1))
+    monkeypatch.setattr(executor, "PAGE", 2)
+    now = timezone.now()
+    lines: list[str] = []
+
+    outcome = executor.run(dry_run=True, report=lines.append, now=now)
+
+    assert lines == _planned_lines("team/app", now)
+    assert (outcome.tags, outcome.manifests, outcome.waiting, outcome.kept) == (4, 0, 4, 1)
+    assert [line for line in lines if "kept: pulled" in line] == [next(line for line in lines if arm in line
+                                                                       and line.startswith("manifest "))]
+    assert sum("while a manifest pushed within untagged_after_hours" in line for line in lines) == 1
 
 
 def _peak_of_a_dry_run(settings, tags: int) -> int:  # type: ignore[no-untyped-def]

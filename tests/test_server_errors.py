@@ -63,3 +63,27 @@ def test_a_failure_outside_the_views_is_json_too(client, monkeypatch, caplog, au
     assert len(failed) == 1 and "the middleware broke" in failed[0]["traceback"], lines
     assert request_id in failed[0]["message"]
     assert [line.get("request_id") for line in lines] == [request_id] * len(lines), lines
+
+
+@pytest.mark.parametrize("path, failing", [("/v2/team/app/manifests/v1", "view"), ("/v2/_catalog", "middleware")])
+def test_a_5xx_is_logged_once_with_its_traceback_beside_its_request_line(client, monkeypatch, caplog, auth_on,
+                                                                         path, failing) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(manifests, "get", fail)
+    if failing == "middleware":
+        monkeypatch.setattr(middleware, "authenticate", fail)
+    with caplog.at_level(logging.DEBUG):
+        response = client.get(path, HTTP_AUTHORIZATION=basic("alice", "wonderland"))
+    assert response.status_code == 500
+    errors = [(r.name, bool(r.exc_info)) for r in caplog.records if r.levelno >= logging.WARNING]
+    assert errors == [("registry.errors", True), ("ops.requests", False)], errors  # not Django's own as well
+
+
+def test_a_503_the_registry_answers_is_its_request_line_alone(client, caplog, storage_root) -> None:
+    (storage_root / "uploads").write_text("in the way")  # /ready fails its storage check
+    with caplog.at_level(logging.DEBUG):
+        assert client.get("/ready").status_code == 503
+    errors = [r.name for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == ["ops.requests"], errors

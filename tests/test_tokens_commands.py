@@ -31,6 +31,12 @@ def test_it_prints_a_new_token_once_on_stdout(auth_paths) -> None:
     assert token not in err
 
 
+@pytest.mark.parametrize("role,said", [("read", "a read"), ("write", "a write"), ("admin", "an admin")])
+def test_it_says_which_role_it_made_in_english(auth_paths, role: str, said: str) -> None:
+    _, err = run("createtoken", "--username", "alice", "--role", role)
+    assert err.startswith(f"Created {said} token for alice,"), err
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("--role", "owner"), "role must be one of read, write, admin"),
     (("--ttl-days", "0"), "ttl_days must be between 1 and 3650"),

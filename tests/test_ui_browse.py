@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from tests.support.ui_fixtures import plain_static, showcase  # noqa: F401
+from tests.support.ui_fixtures import client_seeder, plain_static, showcase  # noqa: F401
 from tests.support.ui_seed import SBOM_TYPE, Pushed
 
 pytestmark = pytest.mark.django_db
@@ -160,3 +160,12 @@ def test_it_offers_the_pull_command_that_fits_the_artifact(client: Client, showc
     assert f"docker pull testserver/team/app@{latest.digest}" in image
     artifact = text(client.get(f"/ui/r/team/app/-/manifests/{sbom.digest}"))
     assert f"oras pull testserver/team/app@{sbom.digest}" in artifact and "docker pull" not in artifact
+
+
+def test_a_referrer_of_a_type_without_a_name_shows_its_type_once(client: Client, showcase) -> None:
+    report = "application/vnd.example.scan-report+json"
+    client_seeder(client).artifact("team/app", showcase["latest"], report, b'{"findings":[]}')
+    page = text(client.get(f"/ui/r/team/app/-/manifests/{showcase['latest'].digest}"))
+    referrers = page[page.index('id="referrers-title"'):]
+    assert referrers.count(report) == 1, referrers
+    assert referrers.count(SBOM_TYPE) == 1 and "SPDX SBOM" in referrers  # a known type: its name and its type

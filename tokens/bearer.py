@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 from dataclasses import dataclass
@@ -25,14 +26,16 @@ from typing import Any, Iterable, Mapping
 
 import jwt
 from django.conf import settings
-from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
 
 from registry import routes
+from regsite.forwarded import public_base
 from tokens import htpasswd, services
 from tokens.access import Action, Role, action_for
 from tokens.principal import OPEN, Mechanism, Principal, user
+
+log = logging.getLogger(__name__)
 
 SERVICE = "svc-registry"
 TOKEN_PATH = "/auth/token"
@@ -41,6 +44,10 @@ ACCESS_AUDIENCE = SERVICE
 REFRESH_AUDIENCE = SERVICE + ":refresh"
 LEEWAY_SECONDS = 30  # clocks of replicas may differ a little
 MAX_SCOPES = 64
+MAX_SCOPE_NAME = 255  # a repository name's longest (registry.names)
+# The longest Authorization header the registry reads (tokens.middleware): a token must fit in one.
+MAX_AUTHORIZATION_CHARS = 8192
+MAX_TOKEN_CHARS = MAX_AUTHORIZATION_CHARS - len("Bearer ")
 ROLE_ACTIONS = {Role.READ: ("pull",), Role.WRITE: ("pull", "push"), Role.ADMIN: ("pull", "push", "delete")}
 CATALOG = ("registry", "catalog")
 HEADER_SAFE = re.compile(r"[!#-~]{1,255}")  # printable ASCII without space and double quote
@@ -72,6 +79,8 @@ class Scope:
         parsed = tuple(action for action in actions.split(",") if action)
         if not (sep and sep2 and kind and name and parsed):
             raise InvalidScope(f"scope {text[:200]!r} is not type:name:actions")
+        if len(name) > MAX_SCOPE_NAME:
+            raise InvalidScope(f"scope {text[:60]!r}...: a name is at most {MAX_SCOPE_NAME} characters")
         return cls(kind, name, parsed)
 
 
@@ -84,6 +93,11 @@ class ScopedPrincipal(Principal):
 
     def grants(self, scope: Scope) -> bool:
         return all((scope.type, scope.name, action) in self.access for action in scope.actions)
+
+    def may(self, action: Action, repository: str | None = None) -> bool:
+        # A request's own repository is checked by the middleware (missing_scopes, which names the
+        # scope to ask for); one the request reaches beyond it (a mount's source) is checked here.
+        return super().may(action) and (repository is None or ("repository", repository, action.value) in self.access)
 
 
 @dataclass(frozen=True)
@@ -211,7 +225,13 @@ def issue_access(identity: Identity, scopes: list[Scope]) -> Issued:
     lifetime = settings.AUTH_BEARER_TTL_SECONDS
     claims = _claims(identity, ACCESS_AUDIENCE, issued, issued + timedelta(seconds=lifetime))
     claims["access"] = [{"type": s.type, "name": s.name, "actions": list(s.actions)} for s in scopes]
-    return Issued(_sign(claims), lifetime, issued, scopes)
+    token = _sign(claims)
+    if len(token) > MAX_TOKEN_CHARS:
+        # It could never be sent back: refused now, rather than by every request that carries it.
+        raise InvalidScope(f"the {len(scopes)} scopes granted make a token of {len(token)} characters, over the "
+                           f"{MAX_TOKEN_CHARS} characters an Authorization header may carry here; ask for fewer "
+                           "scopes (repositories) at a time")
+    return Issued(token, lifetime, issued, scopes)
 
 
 def issue_refresh(identity: Identity) -> str:
@@ -300,12 +320,25 @@ def _challenged(scope: Scope) -> Scope:
 
 
 def realm(request: HttpRequest) -> str:
+    """``[auth] token_realm``, else the token endpoint at ``[server] external_url``. Without either,
+    the request's own address only when its Host names this machine's loopback: a Host header is the
+    client's to write, and clients send their credentials to the realm. Otherwise the realm is the
+    bare path, which docker, containerd, podman and skopeo do not resolve (they take the realm as an
+    absolute URL): the operator is told once, in the log, to set external_url."""
     if settings.AUTH_TOKEN_REALM:
-        return settings.AUTH_TOKEN_REALM
-    try:
-        return request.build_absolute_uri(TOKEN_PATH)
-    except DisallowedHost:  # a Host header that is no host: nothing to build an address from
+        return str(settings.AUTH_TOKEN_REALM)
+    base = public_base(request)
+    if base is None:
+        _warn_no_realm()
         return TOKEN_PATH
+    return base + TOKEN_PATH
+
+
+@lru_cache(maxsize=1)
+def _warn_no_realm() -> None:
+    log.warning("the Bearer challenge names the realm %s without a host: set [server] external_url (or [auth] "
+                "token_realm) to the URL clients use, or docker, podman and skopeo cannot get a token; a Host "
+                "header is believed only when it names this machine's loopback", TOKEN_PATH)
 
 
 def challenge(request: HttpRequest, scopes: list[Scope] | None = None, error: str | None = None) -> str:

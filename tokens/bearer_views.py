@@ -22,6 +22,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from registry import errors
+from regsite import text
 from tokens import bearer, services
 from tokens.access import checks_own_credentials
 from tokens.login import MalformedBasic, basic_credentials, password_login
@@ -105,13 +106,21 @@ def _form(request: HttpRequest) -> dict[str, list[str]]:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         raise BadRequest("invalid Content-Length") from None
-    raw = request.read(MAX_FORM_BYTES + 1) if declared <= MAX_FORM_BYTES else b"x" * (MAX_FORM_BYTES + 1)
+    try:
+        raw = request.read(MAX_FORM_BYTES + 1) if declared <= MAX_FORM_BYTES else b"x" * (MAX_FORM_BYTES + 1)
+    except OSError:  # the client went away or was cut off (regsite.client_timeouts)
+        raise BadRequest("the POST body was not received whole") from None
     if len(raw) > MAX_FORM_BYTES:
         raise BadRequest(f"the POST body must be at most {MAX_FORM_BYTES} bytes")
     try:
-        return parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=200)
+        form = parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=200)
     except (UnicodeDecodeError, ValueError):
         raise BadRequest("the POST body is not a form") from None
+    for key, values in form.items():
+        why = next(filter(None, map(text.problem, [key, *values])), None)
+        if why:
+            raise BadRequest(f"the form's {text.printable(key)[:40]!r} field {why}")
+    return form
 
 
 def _one(form: dict[str, list[str]], field: str) -> str:

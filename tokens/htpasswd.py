@@ -20,6 +20,7 @@ from pathlib import Path
 import bcrypt
 from django.conf import settings
 
+from regsite import text
 from regsite.files import replace_file
 
 log = logging.getLogger(__name__)
@@ -187,8 +188,9 @@ def clear_cache() -> None:
 
 
 def validate_username(username: str) -> None:
-    if not USERNAME.match(username):
-        raise ValueError("a username is 1 to 255 characters without ':', spaces or control characters")
+    if not USERNAME.match(username) or text.problem(username):  # a command's argument may hold a surrogate
+        raise ValueError("a username is 1 to 255 characters of Unicode text without ':', spaces or control "
+                         "characters")
 
 
 def set_password(path: Path, username: str, password: str, cost: int = DEFAULT_COST) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 
+from regsite import text
 from regsite.forwarded import client_address
 from tokens import throttle
 from tokens.principal import AuthAttempt, AuthenticatedHttpRequest, Mechanism, Outcome
@@ -24,6 +25,10 @@ def basic_credentials(value: str) -> tuple[str, str]:
     username, sep, password = decoded.partition(":")
     if not sep:
         raise MalformedBasic("malformed Basic credentials")
+    for what, value in (("username", username), ("password", password)):
+        why = text.problem(value)
+        if why:
+            raise MalformedBasic(f"malformed Basic credentials: the {what} {why}")
     return username, password
 
 

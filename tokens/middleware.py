@@ -36,7 +36,7 @@ REALM = "svc-registry"
 # An attempt is immutable: the successful one of each mechanism is made once, not per request.
 _SUCCEEDED = {mechanism: AuthAttempt(mechanism, Outcome.SUCCESS) for mechanism in Mechanism}
 CHALLENGE = f'Basic realm="{REALM}"'
-MAX_HEADER_CHARS = 8192
+MAX_HEADER_CHARS = bearer.MAX_AUTHORIZATION_CHARS
 
 
 class BadCredentials(Exception):

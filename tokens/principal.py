@@ -52,7 +52,9 @@ class Principal:
             return None
         return self.hash_prefix if self.is_token else self.name
 
-    def may(self, action: Action) -> bool:
+    def may(self, action: Action, repository: str | None = None) -> bool:
+        """The one access decision: whether this caller may do ``action``, on ``repository`` when it
+        is named (a signed token's scope limits it further: tokens.bearer.ScopedPrincipal)."""
         return role_allows(self.role, action)
 
 

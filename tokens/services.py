@@ -25,6 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError
 
+from regsite import text
 from tokens import htpasswd, owner_stamp
 from tokens.access import DEFAULT_ROLE, ROLE_NAMES, Role
 from tokens.db_repository import DatabaseTokenRepository
@@ -120,7 +121,9 @@ class TokenRecord:
 
     @classmethod
     def from_stored(cls, stored: StoredToken) -> TokenRecord:
-        return cls(stored.digest[:HASH_PREFIX_LENGTH], stored.owner, stored.role, stored.description,
+        # An earlier release stored descriptions holding lone surrogates: shown written out, so
+        # that every page, list and terminal takes them.
+        return cls(stored.digest[:HASH_PREFIX_LENGTH], stored.owner, stored.role, text.printable(stored.description),
                    stored.created_at, stored.expires_at, stored.owner_stamp)
 
     def as_dict(self) -> dict[str, Any]:
@@ -195,6 +198,8 @@ def validate_ttl_days(ttl_days: Any) -> int:
 def validate_description(description: Any) -> str:
     if not isinstance(description, str):
         raise InvalidTokenRequest("description", "description must be a string")
+    if text.problem(description):  # a command's argument (the API's body is checked whole)
+        raise InvalidTokenRequest("description", f"description {text.problem(description)}")
     if len(description) > MAX_DESCRIPTION:
         raise InvalidTokenRequest("description",
                                   f"description must be at most {MAX_DESCRIPTION} characters")

@@ -337,7 +337,8 @@ RESPONSES: dict[str, Spec] = {
     "DeniedOrImmutable": _denied_or(
         "The credentials' role does not allow this action, or an `[[immutable]]` rule refuses it: a push "
         "that would move an immutable tag elsewhere (pushing the same digest again succeeds), or a delete of "
-        "an immutable tag or of a manifest carrying one. The message names the rule.",
+        "an immutable tag, of a manifest carrying one, or of a manifest or blob an immutable tag's image "
+        "needs (a platform image of an index, a config, a layer). The message names the rule.",
         {"errors": [{"code": "DENIED", "message": "tag 'v1' is immutable under [[immutable]] #1 \"prod/*\" "
                      "(tags ^v.*) in prod/app: it points to sha256:4c1e... and no push may move it; push under a "
                      "new tag", "detail": {"tag": "v1", "rule": "prod/*", "digest": "sha256:4c1e..."}}]}),

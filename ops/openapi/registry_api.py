@@ -164,7 +164,10 @@ def _blob() -> Spec:
                     {"200": {"description": "The blob exists.", "headers": _blob_headers()}, **_errors(400, 404),
                      **_upstream_errors()}, parameters=[_NS]),
         "delete": _op("Delete a blob from a repository", "deleteBlob",
-                      {"202": response("Unlinked; garbage collection removes unused data."), **_errors(400, 404)}),
+                      {"202": response("Unlinked; garbage collection removes unused data."),
+                       **_errors(400, 404, denied="DeniedOrImmutable")},
+                      description="403 DENIED when an immutable tag's image needs the blob (its config or a "
+                                  "layer)."),
     }
 
 
@@ -172,7 +175,8 @@ def _upload_start() -> Spec:
     params = [
         _query("digest", "Monolithic upload: the digest of the body, which is the whole blob."),
         _query("mount", "Cross-repository mount: the digest of a blob to link."),
-        _query("from", "Mount source repository; without it any repository holding the blob."),
+        _query("from", "Mount source repository; without it any repository holding the blob that the "
+                       "credentials may pull (a signed token: one its scope names)."),
         _query("digest-algorithm", "Hash of the session, sha256 (default) or sha512.", enum=["sha256", "sha512"]),
     ]
     responses = {

@@ -17,6 +17,7 @@ from typing import Any, Callable, cast
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.middleware.csrf import rotate_token
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -28,6 +29,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_protect
 
 from registry.services import exceptions as exc
+from regsite.forwarded import public_host
 from regsite.version import version
 from tokens import htpasswd
 from tokens.access import public
@@ -144,10 +146,19 @@ def sign_in_redirect(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect(f"{reverse('ui:sign-in')}?{urlencode({'next': target})}")
 
 
+def _registry_host(request: HttpRequest) -> str:
+    """The registry's host as the pull commands on the pages name it: [server] external_url's, else
+    the one the browser used (shown to that browser alone), else a placeholder."""
+    try:
+        return public_host(request) or request.get_host()
+    except DisallowedHost:  # a Host header that is no host name
+        return "registry.example"
+
+
 def page(request: HttpRequest, template: str, context: dict[str, Any] | None = None,
          status: int = 200) -> HttpResponse:
     viewer = getattr(request, "viewer", None) or viewer_for(request)
-    base = {"viewer": viewer, "registry_host": request.get_host(), "registry_version": version(),
+    base = {"viewer": viewer, "registry_host": _registry_host(request), "registry_version": version(),
             "notifications_on": bool(settings.NOTIFICATIONS)}
     text = render_to_string(f"ui/{template}", {**base, **(context or {})}, request)
     # Text that is not Unicode (a lone surrogate such as \ud800 in a pushed image config, or in a

@@ -80,7 +80,7 @@ class TagRow:
     digest: str
     media_type: str
     artifact_type: str
-    size: int
+    size: int | None  # None: an index none of whose platforms is stored here (a cache's, not pulled yet)
     platforms: list[str]
     pushed_at: datetime
     last_pulled: datetime | None = None
@@ -226,8 +226,9 @@ def _references(manifest_ids: Iterable[int]) -> tuple[dict[int, set[str]], dict[
     return blobs, children
 
 
-def content_sizes(repository_id: int, manifest_ids: Iterable[int]) -> dict[int, int]:
-    """Bytes of the distinct blobs each manifest pulls in; for an index, through its children."""
+def content_sizes(repository_id: int, manifest_ids: Iterable[int]) -> dict[int, int | None]:
+    """Bytes of the distinct blobs each manifest pulls in; for an index, through its children, and
+    None when none of them is stored here (a pull-through cache fetches them when first pulled)."""
     ids = list(manifest_ids)
     if not ids:
         return {}
@@ -244,7 +245,8 @@ def content_sizes(repository_id: int, manifest_ids: Iterable[int]) -> dict[int, 
     }
     wanted = set().union(*owned.values())
     sizes = dict(Blob.objects.filter(digest__in=wanted).values_list("digest", "size")) if wanted else {}
-    return {pk: sum(sizes.get(d, 0) for d in digests) for pk, digests in owned.items()}
+    return {pk: None if children[pk] and not any(d in child_ids for d in children[pk])
+            else sum(sizes.get(d, 0) for d in digests) for pk, digests in owned.items()}
 
 
 def _platforms(manifest_ids: Iterable[int]) -> dict[int, list[str]]:
@@ -316,7 +318,7 @@ def last_pulled(repository_id: int) -> datetime | None:
     return Manifest.objects.filter(repository_id=repository_id).aggregate(last=Max("last_pulled_at"))["last"]
 
 
-def present(repository_id: int, digests: Iterable[str]) -> dict[str, int]:
+def present(repository_id: int, digests: Iterable[str]) -> dict[str, int | None]:
     """The content size of each of ``digests`` stored in the repository (the others are absent)."""
     wanted = [d for d in digests if d]
     if not wanted:

@@ -15,8 +15,12 @@ from registry.policies.rules import ImmutableRule, current
 from registry.services.exceptions import ImmutableTag
 
 
+def _rule(rule: ImmutableRule) -> str:
+    return f"{rule.title} (tags {', '.join(rule.tags)})"
+
+
 def _protected(rule: ImmutableRule, tag: str) -> str:
-    return f"tag {tag!r} is immutable under {rule.title} (tags {', '.join(rule.tags)})"
+    return f"tag {tag!r} is immutable under {_rule(rule)}"
 
 
 def guard(repository: q.RepositoryRow, manifest_id: int, tags: list[str]) -> list[str]:
@@ -39,7 +43,9 @@ def guard(repository: q.RepositoryRow, manifest_id: int, tags: list[str]) -> lis
 
 
 def check_delete(repository: q.RepositoryRow, tag: str | None = None, digest: str | None = None) -> None:
-    """Refuse deleting an immutable tag, or a manifest (by digest) that carries one."""
+    """Refuse deleting an immutable tag, a manifest (by digest) that carries one, or a manifest an
+    immutable tag's image needs (a platform image of an index). Inside the deleting transaction,
+    with the digest locked (manifest PUTs lock what they reference)."""
     rule = current().immutable_for(repository.name)
     if rule is None:
         return
@@ -49,8 +55,25 @@ def check_delete(repository: q.RepositoryRow, tag: str | None = None, digest: st
     if digest is not None:
         for name in sorted(q.tags_of_digest(repository.id, digest)):
             if rule.covers(name):
-                raise ImmutableTag(f"manifest {digest} carries {_protected(rule, name)} in {repository.name}: "
-                                   "it is never deleted", {"tag": name, "rule": rule.name, "digest": digest})
+                raise ImmutableTag(f"manifest {digest} carries tag {name!r} in {repository.name}, immutable under "
+                                   f"{_rule(rule)}: it is never deleted",
+                                   {"tag": name, "rule": rule.name, "digest": digest})
+        _check_needed(rule, repository, "manifest", digest, q.tags_reaching(repository.id, digest, blob=False))
+
+
+def check_blob_delete(repository: q.RepositoryRow, digest: str) -> None:
+    """Refuse unlinking a blob (a config or a layer) that an immutable tag's image needs."""
+    rule = current().immutable_for(repository.name)
+    if rule is not None:
+        _check_needed(rule, repository, "blob", digest, q.tags_reaching(repository.id, digest, blob=True))
+
+
+def _check_needed(rule: ImmutableRule, repository: q.RepositoryRow, kind: str, digest: str, tags: list[str]) -> None:
+    held = sorted(tag for tag in tags if rule.covers(tag))
+    if held:
+        raise ImmutableTag(f"{kind} {digest} is needed by tag {held[0]!r} of {repository.name}, immutable under "
+                           f"{rule.title} (tags {', '.join(rule.tags)}): it is never deleted",
+                           {"tag": held[0], "rule": rule.name, "digest": digest})
 
 
 def check_repository_delete(repository: q.RepositoryRow) -> None:
@@ -62,6 +85,10 @@ def check_repository_delete(repository: q.RepositoryRow) -> None:
         shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
         raise ImmutableTag(f"repository {repository.name} holds immutable tags ({shown}) under {rule.title}: "
                            "it cannot be deleted while the rule covers them", {"rule": rule.name})
+
+
+def applies(repository: str) -> bool:
+    return current().immutable_for(repository) is not None
 
 
 def immutable_tags(repository: str, tags: list[str]) -> set[str]:

@@ -115,8 +115,9 @@ def _count(entry: Mapping[str, Any], key: str, default: int, minimum: int = 0) -
 
 def retention_rule(index: int, entry: Mapping[str, Any]) -> RetentionRule:
     keep_tags = tuple(entry.get("keep_tags", ()))
-    # Younger untagged manifests may be the platform images of an index whose push is under way.
-    hours = _count(entry, "untagged_after_hours", 24, minimum=1)
+    # 0 is allowed: untagged manifests then go at the next collection, like --delete-untagged with
+    # --grace-hours 0 (an index being pushed at that moment may lose a platform image it lists).
+    hours = _count(entry, "untagged_after_hours", 24)
     return RetentionRule(**_base("retention", index, entry), keep_last=_count(entry, "keep_last", 0),
                          keep_tags=keep_tags, pulled_within_days=_count(entry, "pulled_within_days", 0),
                          untagged_after_hours=hours, _keep=_regexes("keep_tags", keep_tags))
@@ -146,6 +147,8 @@ def exempt_regex(prefixes: Sequence[str]) -> str | None:
     expression; None without prefixes."""
     if not prefixes:
         return None
+    if "" in prefixes:  # a root mirror: the whole registry
+        return "^"
     # Only "." of a repository name's characters is special, here as in glob_regex; plain groups
     # read the same in Python (SQLite) and PostgreSQL.
     return "^(" + "|".join(prefix.replace(".", r"\.") for prefix in prefixes) + ")(/.*)?$"
@@ -166,7 +169,7 @@ class Policies:
                    tuple(quota_rule(i, e) for i, e in enumerate(quotas)), tuple(exempt))
 
     def exempted(self, repository: str) -> bool:
-        return any(repository == prefix or repository.startswith(prefix + "/") for prefix in self.exempt)
+        return any(not prefix or repository == prefix or repository.startswith(prefix + "/") for prefix in self.exempt)
 
     @property
     def exempt_regex(self) -> str | None:

@@ -3,17 +3,24 @@
 A miss is streamed to the client while it is written to storage and hashed (``Fill``). The blob
 becomes visible (its row, its link, its data under blobs/) only once every byte arrived and the
 digest matched; until then the last piece is held back, so a client never receives complete bytes
-that do not match (a mismatch cuts its connection short, stores nothing and is logged).
+that do not match. The first piece to send is received before the answer begins, so that a blob of
+one piece is checked whole and a failure until then is an OCI error (502, 503, 504); one after
+that cuts the client's connection short (``Cut``), stores nothing and is logged in one line.
 
 Concurrent pulls of one missing blob, in any worker of any replica, cause one upstream fetch: the
 fetcher holds a lease row named after the digest (registry.models.Lease, renewed as the bytes flow),
 and the others wait until the blob is stored (then read it from storage like any other) or until the
 lease is free again (the fetch failed: one of them tries in turn). A client that goes away mid-fetch
 does not stop it: the rest is still read into storage for those waiting.
+
+No request thread waits on the upstream for long: the fetch and the waits share the pull's
+deadline (the cache's ``total_timeout``: 504, or 503 for a wait, with Retry-After), and each holds
+one of the worker's slots for its cache (registry.proxy.slots: 503 at once when none is free).
 """
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
 import logging
 import threading
@@ -28,13 +35,13 @@ from django.utils import timezone
 
 from registry import queries
 from registry.digests import Digest, new_hasher
-from registry.proxy import metrics
+from registry.proxy import metrics, misses, slots
 from registry.proxy.mirrors import Mirror, split
 from registry.proxy.spool import Spool
 from registry.proxy.upstream import Upstream, discard
 from registry.services import blobs
 from registry.services.common import check_name, ensure_repository, parse_digest
-from registry.services.exceptions import BlobUnknown, UpstreamFailed, UpstreamUnavailable
+from registry.services.exceptions import BlobUnknown, UpstreamError, UpstreamFailed, UpstreamUnavailable
 from registry.storage import default_driver, paths
 from registry.storage.driver import StorageDriver, StorageError, StorageFull, delete_if_exists
 from regsite import db
@@ -44,8 +51,11 @@ log = logging.getLogger(__name__)
 PIECE = 1024 * 1024
 # A fetcher that dies, or whose bytes stop coming, frees the blob for another request after this.
 LEASE = timedelta(seconds=60)
-# How long a pull waits for another request's fetch of the same blob.
-WAIT_SECONDS = 3600.0
+
+
+class Cut(ConnectionResetError):
+    """A blob's answer ends short, its connection closed: the upstream failed (or the store did)
+    after the first bytes were sent. A connection reset to the server, which logs no traceback."""
 
 
 def stat(name: str, digest_text: str) -> blobs.BlobInfo:
@@ -58,9 +68,16 @@ def stat(name: str, digest_text: str) -> blobs.BlobInfo:
     digest = parse_digest(digest_text)
     if _adopt(name, digest):
         return blobs.stat(name, digest_text)
-    size = Upstream(mirror).head_blob(upstream_name, str(digest))
+    if misses.remembered(mirror, "blob", upstream_name, str(digest)):
+        raise _unknown(name, digest)
+    slot = slots.take(mirror)
+    try:
+        size = Upstream(mirror).head_blob(upstream_name, str(digest))
+    finally:
+        slot.release()
     if size is None:
-        raise BlobUnknown(f"blob {digest} unknown to the upstream of {name!r}", {"digest": str(digest)})
+        misses.remember(mirror, "blob", upstream_name, str(digest))
+        raise _unknown(name, digest)
     return blobs.BlobInfo(str(digest), size)
 
 
@@ -70,28 +87,56 @@ def pull(name: str, digest_text: str, ranged: bool = False) -> tuple[BinaryIO, b
     check_name(name)
     mirror, upstream_name = split(name)
     digest = parse_digest(digest_text)
-    lease = FetchLease(digest)
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
-        if _linked(name, digest) or _adopt(name, digest):
-            metrics.HITS.labels(mirror.prefix, "blob").inc()
-            return None
-        if not lease.acquire():
-            _wait(name, digest, lease.name, deadline)
-            continue
-        try:
-            fill = _start(mirror, name, upstream_name, digest, lease)
-        except BaseException:
-            lease.release()
-            raise
-        if fill is None:  # stored by the request that held the lease just before
-            lease.release()
-            continue
-        if ranged or fill.size is None:
+    if _hit(mirror, name, digest):
+        return None
+    if misses.remembered(mirror, "blob", upstream_name, str(digest)):
+        raise _unknown(name, digest)
+    slot = slots.take(mirror)
+    try:
+        fill = _fetch(mirror, name, upstream_name, digest, slot)
+        if fill is not None and not ranged and fill.size is not None:
+            fill.start()
+            # Read like a file: the response only reads it to the end and closes it. The fill lets
+            # go of the slot once the upstream sent its last byte.
+            return cast(BinaryIO, fill), blobs.BlobInfo(str(digest), fill.size)
+        if fill is not None:
             fill.complete()
+    except BaseException:
+        slot.release()
+        raise
+    slot.release()
+    return None
+
+
+def _fetch(mirror: Mirror, name: str, upstream_name: str, digest: Digest, slot: slots.Slot) -> "Fill | None":
+    """The fetch of ``digest`` this request makes, or None once another request stored it."""
+    upstream = Upstream(mirror)  # the pull's deadline starts now, the waits included
+    lease = FetchLease(digest)
+    while True:
+        if lease.acquire():
+            try:
+                fill = _start(upstream, name, upstream_name, digest, lease, slot)
+            except BaseException:
+                lease.release()
+                raise
+            if fill is not None:
+                return fill
+            lease.release()  # stored by the request that held the lease just before
+        else:
+            _wait(name, digest, lease.name, upstream.deadline)
+        if _hit(mirror, name, digest):
             return None
-        # Read like a file: the response only reads it to the end and closes it.
-        return cast(BinaryIO, fill), blobs.BlobInfo(str(digest), fill.size)
+
+
+def _hit(mirror: Mirror, name: str, digest: Digest) -> bool:
+    if _linked(name, digest) or _adopt(name, digest):
+        metrics.HITS.labels(mirror.prefix, "blob").inc()
+        return True
+    return False
+
+
+def _unknown(name: str, digest: Digest) -> BlobUnknown:
+    return BlobUnknown(f"blob {digest} unknown to the upstream of {name!r}", {"digest": str(digest)})
 
 
 class FetchLease:
@@ -126,7 +171,8 @@ class FetchLease:
             self.owner = ""
 
 
-def _start(mirror: Mirror, name: str, upstream_name: str, digest: Digest, lease: FetchLease) -> "Fill | None":
+def _start(upstream: Upstream, name: str, upstream_name: str, digest: Digest, lease: FetchLease,
+           slot: slots.Slot) -> "Fill | None":
     if _linked(name, digest) or _adopt(name, digest):
         return None
     drv = default_driver()
@@ -134,13 +180,14 @@ def _start(mirror: Mirror, name: str, upstream_name: str, digest: Digest, lease:
     if free is not None and free < settings.REGISTRY_MIN_FREE_BYTES:
         raise StorageFull(f"the storage device has {free} bytes free, below the floor of "
                           f"{settings.REGISTRY_MIN_FREE_BYTES} ([storage] min_free_bytes): nothing new is cached")
-    upstream = Upstream(mirror)
+    mirror = upstream.mirror
     response = upstream.open_blob(upstream_name, str(digest))
     if response is None:
-        raise BlobUnknown(f"blob {digest} unknown to the upstream of {name!r}", {"digest": str(digest)})
+        misses.remember(mirror, "blob", upstream_name, str(digest))
+        raise _unknown(name, digest)
     metrics.MISSES.labels(mirror.prefix, "blob").inc()
     try:
-        return Fill(upstream, name, digest, response, lease, drv)
+        return Fill(upstream, name, digest, response, lease, drv, slot)
     except BaseException:
         discard(response)
         raise
@@ -164,7 +211,8 @@ def _adopt(name: str, digest: Digest) -> bool:
 
 
 def _wait(name: str, digest: Digest, lease: str, deadline: float) -> None:
-    """Until the blob is linked here or the fetch holding ``lease`` is over, whatever its outcome."""
+    """Until the blob is linked here or the fetch holding ``lease`` is over, whatever its outcome;
+    503 once the pull's deadline passed."""
     delay = 0.02
     while time.monotonic() < deadline:
         if _linked(name, digest) or not queries.lease_held(lease, timezone.now()):
@@ -184,24 +232,42 @@ class Fill:
     into place, its row and link) while that last piece travels: the response ends without waiting
     for the disk, and the lease, held until then, keeps other pulls of the blob waiting for the
     stored copy. A write that fails after the client had every (verified) byte leaves nothing
-    stored, and is logged.
+    stored, and is logged. The request's slot (registry.proxy.slots) is let go once the upstream
+    sent its last byte, or the fill ended otherwise.
     """
 
     def __init__(self, upstream: Upstream, name: str, digest: Digest, response: Any, lease: FetchLease,
-                 drv: StorageDriver) -> None:
+                 drv: StorageDriver, slot: slots.Slot) -> None:
         length = response.headers.get("Content-Length", "")
         self.size: int | None = int(length) if length.isdigit() else None
         self._upstream, self._name, self._digest = upstream, name, digest
-        self._response, self._lease, self._drv = response, lease, drv
+        self._response, self._lease, self._drv, self._slot = response, lease, drv, slot
         self._path = paths.upload_data(uuid.uuid4().hex)
         self._writer = drv.writer(self._path, append=True)
         self._spool = Spool(self._writer)
         self._hasher = new_hasher(digest.algorithm)
         self._pending = b""
-        self._received = 0
+        self._first: bytes | None = None
+        self._received = self._sent = 0
         self._state = RECEIVING
 
+    def start(self) -> None:
+        """Receive the first piece to send before the answer begins (a blob of one piece whole,
+        and checked): what fails until then is the request's error, an OCI error response."""
+        self._first = self._read()
+
     def read(self, size: int = -1) -> bytes:
+        if self._first is not None:
+            out, self._first = self._first, None
+        else:
+            try:
+                out = self._read()
+            except (UpstreamError, StorageError) as exc:
+                raise self._cut(exc) from None
+        self._sent += len(out)
+        return out
+
+    def _read(self) -> bytes:
         try:
             while self._state == RECEIVING:
                 piece = self._next()
@@ -267,6 +333,7 @@ class Fill:
             raise UpstreamFailed(f"the upstream {mirror.upstream} sent bytes that do not match blob {digest}")
         self._state = VERIFIED
         discard(self._response)
+        self._slot.release()
 
     def _stored(self, error: BaseException | None) -> None:
         """In the spool's thread, once every piece is written (or one failed)."""
@@ -306,7 +373,14 @@ class Fill:
             delete_if_exists(self._drv, paths.upload_dir(self._path.split("/")[1]))
         finally:
             discard(self._response)
+            self._slot.release()
             self._lease.release()
+
+    def _cut(self, exc: UpstreamError | StorageError) -> Cut:
+        why = exc.message if isinstance(exc, UpstreamError) else str(exc)
+        log.warning("pull-through cache %s: the answer of blob %s of %s ended after %d of %s bytes: %s",
+                    self._upstream.mirror.prefix, self._digest, self._name, self._sent, self.size, why)
+        return Cut(errno.ECONNRESET, f"blob {self._digest} cut short: {why}")
 
     def _not_stored(self, exc: BaseException) -> None:
         # A domain error's message, a storage error's own text; anything else by its class only,

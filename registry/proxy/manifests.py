@@ -4,8 +4,11 @@ A manifest by digest never changes, so once cached it is served for ever (until 
 trusted for the mirror's ``tag_ttl``; after that one HEAD asks the upstream for its digest: the same
 one costs nothing more, a new one is fetched by digest and the tag moves. When the upstream cannot
 answer (down, 429, 5xx, credentials refused) a cached tag is served anyway with a ``Warning``
-header, and a miss is refused with the upstream's failure (registry.errors maps it to 502, 503 or
-429 with Retry-After). A tag the upstream says it does not have is gone here too.
+header, and a miss is refused with the upstream's failure (registry.errors maps it to 502, 503, 504
+or 429 with Retry-After). A tag the upstream says it does not have is gone here too, and that
+answer, as any 404 of the upstream, is remembered for the cache's ``negative_ttl``
+(registry.proxy.misses). Asking the upstream holds one of the worker's slots for the cache
+(registry.proxy.slots); when none is free a cached tag is served as when the upstream fails.
 
 Manifests are stored as the upstream sent them, byte for byte, without their blobs: those are
 fetched when a client asks for them (registry.proxy.blobs).
@@ -22,7 +25,7 @@ from django.utils import timezone
 from registry import queries
 from registry.digests import Digest, is_digest_like
 from registry.policies import pulls
-from registry.proxy import metrics
+from registry.proxy import metrics, misses, slots
 from registry.proxy.mirrors import Mirror, split
 from registry.proxy.upstream import FetchedManifest, Upstream
 from registry.services import manifest_format
@@ -56,8 +59,12 @@ def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
     if cached is not None and cached.fresh:
         metrics.HITS.labels(mirror.prefix, "manifest").inc()
         return _served(cached)
-    upstream = Upstream(mirror)
+    if cached is None and misses.remembered(mirror, "manifest", upstream_name, reference):
+        raise _unknown(name, reference)
+    slot: slots.Slot | None = None
     try:
+        slot = slots.take(mirror)
+        upstream = Upstream(mirror)
         if cached is not None:
             return _revalidate(upstream, mirror, name, upstream_name, reference, cached, with_body, now)
         fetched = upstream.get_manifest(upstream_name, reference, settings.REGISTRY_MAX_MANIFEST_BYTES)
@@ -67,10 +74,18 @@ def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
         metrics.STALE.labels(mirror.prefix).inc()
         return _served(cached, f"the upstream could not confirm this tag ({error.message}); "
                                     "serving the copy cached here")
+    finally:
+        if slot is not None:
+            slot.release()
     if fetched is None:
-        raise ManifestUnknown(f"manifest {reference!r} unknown to the upstream of {name!r}")
+        misses.remember(mirror, "manifest", upstream_name, reference)
+        raise _unknown(name, reference)
     metrics.MISSES.labels(mirror.prefix, "manifest").inc()
     return _cache(mirror, name, reference, fetched, with_body, now)
+
+
+def _unknown(name: str, reference: str) -> ManifestUnknown:
+    return ManifestUnknown(f"manifest {reference!r} unknown to the upstream of {name!r}")
 
 
 def _served(cached: queries.CachedManifest, warning: str = "") -> StoredManifest:
@@ -87,6 +102,7 @@ def _revalidate(upstream: Upstream, mirror: Mirror, name: str, upstream_name: st
     digest = upstream.head_manifest(upstream_name, tag)
     if digest is None:
         queries.delete_tag(cached.repository_id, tag)
+        misses.remember(mirror, "manifest", upstream_name, tag)
         raise ManifestUnknown(f"tag {tag!r} is no longer in the upstream of {name!r}")
     if digest == cached.digest:
         queries.mark_tag_checked(cached.repository_id, tag, now)
@@ -102,6 +118,7 @@ def _revalidate(upstream: Upstream, mirror: Mirror, name: str, upstream_name: st
     fetched = upstream.get_manifest(upstream_name, reference, settings.REGISTRY_MAX_MANIFEST_BYTES)
     if fetched is None:
         queries.delete_tag(cached.repository_id, tag)
+        misses.remember(mirror, "manifest", upstream_name, tag)
         raise ManifestUnknown(f"tag {tag!r} is no longer in the upstream of {name!r}")
     metrics.MISSES.labels(mirror.prefix, "manifest").inc()
     stored = _cache(mirror, name, reference, fetched, with_body, now, tag)

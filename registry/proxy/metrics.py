@@ -23,11 +23,24 @@ STALE = Counter(
 UPSTREAM_ERRORS = Counter(
     "registry_proxy_upstream_errors",
     "Upstream failures by cache prefix and reason: unavailable (unreachable, timed out, 503), "
-    "throttled (429), failed (other errors, refused credentials), digest_mismatch.",
+    "timeout (no whole answer within total_timeout_seconds), throttled (429), failed (other errors, "
+    "refused credentials), digest_mismatch.",
     ["proxy", "reason"],
 )
 UPSTREAM_BYTES = Counter(
     "registry_proxy_upstream_bytes",
     "Bytes of manifests and blobs received from each upstream, by cache prefix.",
+    ["proxy"],
+)
+NEGATIVE_HITS = Counter(
+    "registry_proxy_negative_hits",
+    "Pulls through a pull-through cache answered 404 without asking the upstream, which answered 404 "
+    "for the same name within negative_ttl_seconds, by cache prefix and kind.",
+    ["proxy", "kind"],
+)
+BUSY = Counter(
+    "registry_proxy_busy",
+    "Pulls through a pull-through cache refused with 503 because the worker's request threads allowed "
+    "to wait on upstreams (max_concurrent_fetches, half of [server] threads) were all waiting.",
     ["proxy"],
 )

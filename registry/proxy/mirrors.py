@@ -1,8 +1,10 @@
 """The configured pull-through caches ([[proxy]] tables) and which one a repository name belongs to.
 
 A cache's namespace is its prefix: ``hub/library/alpine`` is ``library/alpine`` of the upstream
-whose prefix is ``hub``. The configuration was checked at start-up (regsite.config): prefixes are
-valid names that do not overlap, URLs carry no credentials.
+whose prefix is ``hub``. A root mirror's prefix is empty: every name is its own, ``library/alpine``
+is the upstream's ``library/alpine``. The configuration was checked at start-up (regsite.config):
+prefixes are valid names that do not overlap, a root mirror is the only cache, URLs carry no
+credentials.
 """
 from __future__ import annotations
 
@@ -23,7 +25,11 @@ class Mirror:
     host: str  # the registry host containerd names in ?ns=, or ""
     tag_ttl: timedelta
     evict_after: timedelta | None  # None: never evicted
-    timeout: float
+    timeout: float  # to connect, and for each read
+    total_timeout: float = 30.0  # for everything a pull asks the upstream, whole answers included
+    max_fetches: int = 4  # request threads of one worker that may wait on the upstream at once
+    negative_ttl: float = 0.0  # how long a 404 of the upstream is remembered
+    realm_hosts: frozenset[str] = frozenset()  # token services trusted with the credentials
     username: str = ""
     password: str = field(default="", repr=False)
 
@@ -32,13 +38,29 @@ class Mirror:
         """How messages name the upstream: its host and port, never its credentials."""
         return urlsplit(self.url).netloc
 
+    @property
+    def root(self) -> bool:
+        """Whether this cache is the whole registry (an empty prefix)."""
+        return not self.prefix
+
+    @property
+    def namespace(self) -> str:
+        """How messages name this cache's part of the registry."""
+        return f"{self.prefix}/" if self.prefix else "this registry"
+
+    def holds(self, name: str) -> bool:
+        """Whether ``name`` (the prefix itself included) is in this cache's namespace."""
+        return self.root or name == self.prefix or name.startswith(self.prefix + "/")
+
     def read_only(self, refused: str = "") -> ReadOnlyNamespace:
         """The refusal of a write into this cache's namespace; ``refused`` names what was refused."""
-        return ReadOnlyNamespace(f"{self.prefix}/ is a read-only pull-through cache of {self.upstream}"
+        return ReadOnlyNamespace(f"{self.namespace} is a read-only pull-through cache of {self.upstream}"
                                  + (f": no {refused} here" if refused else ""))
 
     def upstream_name(self, name: str) -> str:
         """The upstream's name of the local repository ``name`` (which is under this prefix)."""
+        if self.root:
+            return name
         rest = name[len(self.prefix) + 1:]
         if not rest:
             raise NameUnknown(f"{name!r} is the namespace of a pull-through cache, not a repository")
@@ -53,6 +75,10 @@ def _mirror(entry: dict[str, Any]) -> Mirror:
         tag_ttl=timedelta(seconds=entry["tag_ttl_seconds"]),
         evict_after=timedelta(days=entry["evict_after_days"]) if entry["evict_after_days"] else None,
         timeout=float(entry["timeout_seconds"]),
+        total_timeout=float(entry["total_timeout_seconds"]),
+        max_fetches=entry["max_concurrent_fetches"],
+        negative_ttl=float(entry["negative_ttl_seconds"]),
+        realm_hosts=frozenset(host.lower() for host in entry["realm_hosts"]),
         username=entry["username"],
         password=entry["password"],
     )
@@ -73,7 +99,7 @@ def configured() -> tuple[Mirror, ...]:
 def find(name: str) -> Mirror | None:
     """The mirror whose namespace holds ``name`` (the prefix itself included), or None."""
     for mirror in configured():
-        if name == mirror.prefix or name.startswith(mirror.prefix + "/"):
+        if mirror.holds(name):
             return mirror
     return None
 

@@ -3,8 +3,16 @@
 It speaks the three ways registries admit pulls: anonymous, Basic, and the Bearer token flow of
 Docker Hub, GHCR and distribution's token auth (a 401 with ``WWW-Authenticate: Bearer realm=...,
 service=...,scope=...``, a token fetched from the realm with the configured credentials, the
-request sent again with it). Failures become the domain's UpstreamError family, whose messages name
-the upstream's host and what was asked, never a credential, a token or an upstream's error body.
+request sent again with it). The realm is named by the upstream, so the credentials go there only
+when it is the upstream's own host (over https when the upstream is) or one the cache's
+``realm_hosts`` lists; any other is asked without them. Failures become the domain's UpstreamError
+family, whose messages name the upstream's host and what was asked, never a credential, a token or
+an upstream's error body.
+
+Everything one ``Upstream`` asks (a pull's HEAD, GET, token) shares one deadline, the cache's
+``total_timeout`` from its creation, over whole answers (registry.proxy.deadline): past it the pull
+gets UpstreamTimedOut (504). Bytes that arrive move it on (a second per EARNED_RATE bytes), so a
+large layer at an honest pace completes, while an upstream trickling bytes earns nothing.
 
 Two things are kept in each process's memory, as caches only (every worker learns them for itself,
 and losing them costs a round trip): the Authorization header each upstream accepted (Basic, or a
@@ -30,12 +38,13 @@ from urllib3.exceptions import HTTPError as TransportError
 from urllib3.util import Retry, Timeout
 
 from registry.media_types import MANIFEST_TYPES
-from registry.proxy import metrics
+from registry.proxy import deadline, metrics
 from registry.proxy.mirrors import Mirror
 from registry.services.exceptions import (
     UpstreamError,
     UpstreamFailed,
     UpstreamThrottled,
+    UpstreamTimedOut,
     UpstreamUnavailable,
 )
 
@@ -50,11 +59,12 @@ RETRY_AFTER = 30
 _RETRIES = Retry(total=8, connect=0, read=1, status=0, other=0, redirect=5, raise_on_redirect=True,
                  raise_on_status=False)
 _CHALLENGE_PARAM = re.compile(r'([A-Za-z_]+)\s*=\s*"([^"]*)"')
+TOKEN_LIMIT = 1024 * 1024  # a token service's answer, read whole
 
 
 @lru_cache(maxsize=1)
 def _pool() -> urllib3.PoolManager:
-    return urllib3.PoolManager(num_pools=16, maxsize=32, block=False, retries=_RETRIES)
+    return deadline.pool_manager(num_pools=16, maxsize=32, block=False, retries=_RETRIES)
 
 
 class _Credentials:
@@ -116,10 +126,15 @@ def discard(response: Any) -> None:
         response.release_conn()
 
 
+# Bytes of an answer that earn it one more second past total_timeout (see Upstream._earn).
+EARNED_RATE = 1024 * 1024
+
 class Upstream:
     def __init__(self, mirror: Mirror) -> None:
         self.mirror = mirror
-        self._timeout = Timeout(connect=mirror.timeout, read=mirror.timeout)
+        self.started = time.monotonic()
+        self.deadline = self.started + mirror.total_timeout  # a time.monotonic()
+        self.received = 0
 
     # -- what the cache asks -----------------------------------------------------------------
 
@@ -182,9 +197,23 @@ class Upstream:
         try:
             data = response.read(size, decode_content=False)
         except TransportError as exc:
-            raise self._unreachable(exc) from None
+            raise self._lost(exc) from None
+        if len(data) < size and time.monotonic() >= self.deadline:  # cut off by the deadline (not at the end)
+            raise self._timed_out()
         metrics.UPSTREAM_BYTES.labels(self.mirror.prefix).inc(len(data))
+        self._earn(response, len(data))
         return data
+
+    def _earn(self, response: Any, count: int) -> None:
+        """Bytes that arrived move the deadline on by a second per EARNED_RATE bytes: a large layer
+        arriving at an honest pace is never cut off (one that takes longer than total_timeout would
+        otherwise be fetched again, whole, by every retry and never stored), while an upstream
+        trickling bytes earns nothing."""
+        self.received += count
+        earned = self.started + self.mirror.total_timeout + self.received / EARNED_RATE
+        if earned > self.deadline + 1.0:  # a second at a time: one watchdog entry per second, not per read
+            self.deadline = earned
+            deadline.extend(response, earned)
 
     # -- requests and authentication -----------------------------------------------------------
 
@@ -192,18 +221,14 @@ class Upstream:
         prefix = self.mirror.prefix
         if _DOWN_UNTIL.get(prefix, 0.0) > time.monotonic():
             metrics.UPSTREAM_ERRORS.labels(prefix, "unavailable").inc()
-            raise UpstreamUnavailable(f"the upstream {self.mirror.upstream} of {prefix}/ was not reachable moments "
-                                      "ago; retry later", max(1, int(DOWN_SECONDS)))
+            raise UpstreamUnavailable(f"the upstream {self.mirror.upstream} of {self.mirror.namespace} was not "
+                                      "reachable moments ago; retry later", max(1, int(DOWN_SECONDS)))
         scope = f"repository:{name}:pull"
         sent = dict(headers)
         credentials = _CREDENTIALS.get(prefix, scope)
         if credentials:
             sent["Authorization"] = credentials
-        try:
-            response = _pool().request(method, self.mirror.url + path, headers=sent, preload_content=False,
-                                       decode_content=False, timeout=self._timeout)
-        except TransportError as exc:
-            raise self._unreachable(exc) from None
+        response = self._request(method, self.mirror.url + path, sent)
         if response.status != 401 or retried:
             return response
         challenge = response.headers.get("WWW-Authenticate", "")
@@ -227,6 +252,27 @@ class Upstream:
             raise self._failed(f"the upstream {self.mirror.upstream} asks for an authentication this "
                                f"registry does not speak ({scheme[:20]!r})")
 
+    def _request(self, method: str, url: str, headers: dict[str, str]) -> Any:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self._timed_out()
+        timeout = Timeout(connect=min(self.mirror.timeout, left), read=min(self.mirror.timeout, left))
+        try:
+            with deadline.within(self.deadline):
+                return _pool().request(method, url, headers=headers, preload_content=False, decode_content=False,
+                                       timeout=timeout)
+        except TransportError as exc:
+            raise self._lost(exc) from None
+
+    def _trusts(self, realm: str) -> bool:
+        """Whether the token service at ``realm`` may have the credentials: the upstream's own host,
+        or one of ``realm_hosts``; plain http for an https upstream only as ``http://host`` there."""
+        url, upstream = urlsplit(realm), urlsplit(self.mirror.url)
+        host, listed = (url.hostname or "").lower(), self.mirror.realm_hosts
+        if url.scheme == "http" and upstream.scheme == "https":
+            return f"http://{host}" in listed
+        return host == (upstream.hostname or "").lower() or host in listed or f"http://{host}" in listed
+
     def _basic(self) -> str:
         pair = f"{self.mirror.username}:{self.mirror.password}".encode()
         return "Basic " + base64.b64encode(pair).decode("ascii")
@@ -236,18 +282,28 @@ class Upstream:
         if urlsplit(realm).scheme not in ("http", "https"):
             raise self._failed(f"the upstream {self.mirror.upstream} names a token service that is not HTTP")
         query = urlencode([(key, value) for key, value in (("service", service), ("scope", scope)) if value])
-        headers = {"Authorization": self._basic()} if self.mirror.username else {}
+        withheld = bool(self.mirror.username) and not self._trusts(realm)
+        if withheld:
+            log.warning("pull-through cache %s: the upstream %s names the token service %s, which is neither "
+                        "its own host nor in realm_hosts: asking it without the credentials",
+                        self.mirror.prefix, self.mirror.upstream, self._realm_host(realm))
+        headers = {"Authorization": self._basic()} if self.mirror.username and not withheld else {}
+        response = self._request("GET", f"{realm}{'&' if '?' in realm else '?'}{query}", headers)
         try:
-            response = _pool().request("GET", f"{realm}{'&' if '?' in realm else '?'}{query}", headers=headers,
-                                       timeout=self._timeout)
-        except TransportError as exc:
-            raise self._unreachable(exc) from None
-        if response.status in (401, 403):
-            raise self._failed(f"the token service of the upstream {self.mirror.upstream} refused the "
-                               f"credentials of [[proxy]] {self.mirror.prefix} ({response.status})")
-        self._check(response, "a token")
+            if response.status in (401, 403) and withheld:
+                raise self._failed(f"the token service {self._realm_host(realm)} that the upstream "
+                                   f"{self.mirror.upstream} names refused a request without credentials "
+                                   f"({response.status}); those of [[proxy]] {self.mirror.prefix} go only to the "
+                                   "upstream's own host or one listed in its realm_hosts")
+            if response.status in (401, 403):
+                raise self._failed(f"the token service of the upstream {self.mirror.upstream} refused the "
+                                   f"credentials of [[proxy]] {self.mirror.prefix} ({response.status})")
+            self._check(response, "a token")
+            body = self._read_token(response)
+        finally:
+            discard(response)
         try:
-            data = json.loads(response.data)
+            data = json.loads(body)
             token = data.get("token") or data.get("access_token")
             expires_in = int(data.get("expires_in") or 60)
         except (ValueError, AttributeError, TypeError):
@@ -256,6 +312,21 @@ class Upstream:
             raise self._failed(f"the token service of the upstream {self.mirror.upstream} sent no token")
         # Spent a little early, so that a token never expires between the check and its use.
         return token, max(expires_in - 10, expires_in / 2, 1)
+
+    def _read_token(self, response: Any) -> bytes:
+        try:
+            body: bytes = response.read(TOKEN_LIMIT + 1, decode_content=True)
+        except TransportError as exc:
+            raise self._lost(exc) from None
+        if len(body) > TOKEN_LIMIT:
+            raise self._failed(f"the token service of the upstream {self.mirror.upstream} sent more than "
+                               f"{TOKEN_LIMIT} bytes")
+        return body
+
+    @staticmethod
+    def _realm_host(realm: str) -> str:
+        url = urlsplit(realm)
+        return f"{url.scheme}://{url.hostname or ''}"
 
     # -- errors ---------------------------------------------------------------------------------
 
@@ -283,6 +354,20 @@ class Upstream:
         log.warning("pull-through cache %s: %s", self.mirror.prefix, message)
         return UpstreamFailed(message, retry_after)
 
+    def _lost(self, exc: Exception) -> UpstreamUnavailable:
+        """A transport error: the deadline's cut (or a read timing out at it), else an unreachable upstream."""
+        if time.monotonic() >= self.deadline - 0.05:
+            return self._timed_out()
+        return self._unreachable(exc)
+
+    def _timed_out(self) -> UpstreamTimedOut:
+        prefix, total = self.mirror.prefix, self.mirror.total_timeout
+        metrics.UPSTREAM_ERRORS.labels(prefix, "timeout").inc()
+        log.warning("pull-through cache %s: the upstream %s did not answer within %g s (total_timeout_seconds)",
+                    prefix, self.mirror.upstream, total)
+        return UpstreamTimedOut(f"the upstream {self.mirror.upstream} of {self.mirror.namespace} did not answer "
+                                f"within {total:g} s (total_timeout_seconds); retry later", RETRY_AFTER)
+
     def _unreachable(self, exc: Exception) -> UpstreamUnavailable:
         prefix = self.mirror.prefix
         _DOWN_UNTIL[prefix] = time.monotonic() + DOWN_SECONDS
@@ -291,5 +376,5 @@ class Upstream:
         # echo what a request carried.
         log.warning("pull-through cache %s: the upstream %s is unreachable (%s)", prefix, self.mirror.upstream,
                     type(exc).__name__)
-        return UpstreamUnavailable(f"the upstream {self.mirror.upstream} of {prefix}/ is not reachable",
+        return UpstreamUnavailable(f"the upstream {self.mirror.upstream} of {self.mirror.namespace} is not reachable",
                                    RETRY_AFTER)

@@ -106,13 +106,16 @@ from registry.queries.quotas import (
 from registry.queries.referrers import ReferrerRow, annotations_of, referrer_rows
 from registry.queries.retention import (
     Doomed,
+    Kept,
     Removal,
     TagLine,
     add_doomed,
+    add_kept,
     add_removals,
     clear_doomed,
     doomed_among,
     doomed_by_push,
+    kept_by_push,
     plan_tables,
     removals_by_name,
     removed_names,
@@ -153,6 +156,7 @@ from registry.queries.tags import (
     tags_for_removal,
     tags_of,
     tags_of_digest,
+    tags_reaching,
 )
 from registry.queries.uploads import (
     Session,
@@ -204,8 +208,9 @@ __all__ = [
     # referrers
     "ReferrerRow", "annotations_of", "referrer_rows",
     # retention
-    "Doomed", "Removal", "TagLine", "add_doomed", "add_removals", "clear_doomed", "doomed_among", "doomed_by_push",
-    "plan_tables", "removals_by_name", "removed_names", "tags_newest_first", "tags_of_manifests",
+    "Doomed", "Kept", "Removal", "TagLine", "add_doomed", "add_kept", "add_removals", "clear_doomed", "doomed_among",
+    "doomed_by_push", "kept_by_push", "plan_tables", "removals_by_name", "removed_names", "tags_newest_first",
+    "tags_of_manifests",
     # repositories
     "RemovedRows", "RepositoryRow", "catalog_names", "create_repository",
     "delete_repository", "find_repository", "probe_registry_table", "with_content",
@@ -214,7 +219,7 @@ __all__ = [
     "repositories_matching", "repository_figures", "repository_totals", "store_tally",
     # tags
     "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",
-    "tag_targets", "tags_for_removal", "tags_of", "tags_of_digest",
+    "tag_targets", "tags_for_removal", "tags_of", "tags_of_digest", "tags_reaching",
     # uploads
     "Session", "acquire_session", "count_live_sessions", "delete_idle_session", "delete_session", "idle_sessions",
     "insert_session", "known_sessions", "multipart_upload_ids", "read_session", "release_session", "renew_session",

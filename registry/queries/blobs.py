@@ -89,14 +89,16 @@ def link_blob(repository_id: int, digest: str, size: int, now: datetime) -> Blob
 class MountSource(NamedTuple):
     repository: str
     size: int
+    link_id: int
 
 
-def mount_sources(digest: str, repository: str | None, limit: int = 50) -> list[MountSource]:
-    """Repositories (``repository`` only, when given) that link the blob ``digest``."""
-    links = BlobLink.objects.filter(blob__digest=digest)
+def mount_sources(digest: str, repository: str | None, after: int = 0, limit: int = 50) -> list[MountSource]:
+    """Repositories (``repository`` only, when given) that link the blob ``digest``, a page at a
+    time in link order (``after``: the last page's last ``link_id``)."""
+    links = BlobLink.objects.filter(blob__digest=digest, id__gt=after).order_by("id")
     if repository is not None:
         links = links.filter(repository__name=repository)
-    return [MountSource(*row) for row in links.values_list("repository__name", "blob__size")[:limit]]
+    return [MountSource(*row) for row in links.values_list("repository__name", "blob__size", "id")[:limit]]
 
 
 def unlink_blob(repository_id: int, digest: str) -> int:

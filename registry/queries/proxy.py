@@ -104,9 +104,10 @@ def references_blob(repository: str, digest: str) -> bool:
 
 
 def stale_manifests(prefix: str, cutoff: datetime) -> dict[tuple[int, str], dict[int, str]]:
-    """Manifests under ``prefix``/ whose last pull (or, never pulled, whose caching) is before
-    ``cutoff``: id -> digest, by (repository id, name)."""
-    rows = (Manifest.objects.filter(repository__name__startswith=prefix + "/")
+    """Manifests under ``prefix``/ (every one for a root mirror's empty prefix) whose last pull (or,
+    never pulled, whose caching) is before ``cutoff``: id -> digest, by (repository id, name)."""
+    manifests = Manifest.objects.filter(repository__name__startswith=prefix + "/") if prefix else Manifest.objects.all()
+    rows = (manifests
             .exclude(last_pulled_at__gte=cutoff).filter(created_at__lt=cutoff)
             .values_list("repository_id", "repository__name", "id", "digest"))
     found: dict[tuple[int, str], dict[int, str]] = {}

@@ -17,6 +17,7 @@ from registry.queries._sql import execute, execute_many, fetch_all, marks, momen
 from registry.queries.graph import REMOVED_TAGS, chunks
 
 DOOMED = "registry_retention_doomed"
+KEPT = "registry_retention_kept"
 
 
 class TagLine(NamedTuple):
@@ -78,7 +79,7 @@ def tags_of_manifests(manifest_ids: Sequence[int]) -> list[TagLine]:
 
 @contextmanager
 def plan_tables() -> Iterator[None]:
-    """The two tables of one repository's plan, for the duration of the block (one connection's)."""
+    """The tables of one repository's plan, for the duration of the block (one connection's)."""
     moment_type = connection.data_types["DateTimeField"]
     drop()
     execute(f"CREATE TEMPORARY TABLE {REMOVED_TAGS} (id bigint PRIMARY KEY, name varchar(128) NOT NULL, "
@@ -89,6 +90,9 @@ def plan_tables() -> Iterator[None]:
     execute(f"CREATE TEMPORARY TABLE {DOOMED} (id bigint PRIMARY KEY, digest varchar(200) NOT NULL, "
             f"pushed_at {moment_type} NOT NULL, referrer_of varchar(200) NOT NULL)", [])
     execute(f"CREATE INDEX {DOOMED}_pushed ON {DOOMED} (pushed_at, digest)", [])
+    execute(f"CREATE TEMPORARY TABLE {KEPT} (id bigint PRIMARY KEY, digest varchar(200) NOT NULL, "
+            f"pushed_at {moment_type} NOT NULL, pulled boolean NOT NULL, young boolean NOT NULL)", [])
+    execute(f"CREATE INDEX {KEPT}_pushed ON {KEPT} (pushed_at, digest)", [])
     try:
         yield
     finally:
@@ -98,6 +102,7 @@ def plan_tables() -> Iterator[None]:
 def drop() -> None:
     execute(f"DROP TABLE IF EXISTS {REMOVED_TAGS}", [])
     execute(f"DROP TABLE IF EXISTS {DOOMED}", [])
+    execute(f"DROP TABLE IF EXISTS {KEPT}", [])
 
 
 class Removal(NamedTuple):
@@ -147,14 +152,17 @@ def clear_doomed() -> None:
     execute(f"DELETE FROM {DOOMED}", [])
 
 
-def doomed_by_push(after: Doomed | None, limit: int) -> list[Doomed]:
-    """The doomed manifests by push, oldest first (ties: by digest), after ``after``."""
+def _by_push(name: str, columns: str, after: tuple[datetime, str] | None, limit: int) -> list[tuple[Any, ...]]:
     where, params = "", []
     if after is not None:
-        at = moment(after.pushed_at)
-        where, params = " WHERE pushed_at > %s OR (pushed_at = %s AND digest > %s)", [at, at, after.digest]
-    rows = fetch_all(f"SELECT id, digest, pushed_at, referrer_of FROM {DOOMED}{where} "
-                     "ORDER BY pushed_at, digest LIMIT %s", [*params, limit])
+        at = moment(after[0])
+        where, params = " WHERE pushed_at > %s OR (pushed_at = %s AND digest > %s)", [at, at, after[1]]
+    return fetch_all(f"SELECT {columns} FROM {name}{where} ORDER BY pushed_at, digest LIMIT %s", [*params, limit])
+
+
+def doomed_by_push(after: Doomed | None, limit: int) -> list[Doomed]:
+    """The doomed manifests by push, oldest first (ties: by digest), after ``after``."""
+    rows = _by_push(DOOMED, "id, digest, pushed_at, referrer_of", after and (after.pushed_at, after.digest), limit)
     pushed = reader(Manifest, "created_at")
     return [Doomed(int(r[0]), str(r[1]), pushed(r[2]), str(r[3])) for r in rows]
 
@@ -162,3 +170,25 @@ def doomed_by_push(after: Doomed | None, limit: int) -> list[Doomed]:
 def doomed_among(manifest_ids: Sequence[int]) -> set[int]:
     return {int(row[0]) for chunk in chunks(sorted(set(manifest_ids)))
             for row in fetch_all(f"SELECT id FROM {DOOMED} WHERE id IN ({marks(len(chunk))})", chunk)}
+
+
+class Kept(NamedTuple):
+    """A manifest only the plan's removed tags reached that the next collection keeps all the same."""
+
+    id: int
+    digest: str
+    pushed_at: datetime
+    pulled: bool  # it, or a manifest reaching it, was pulled within pulled_within_days
+    young: bool  # pushed within untagged_after_hours (else a young manifest reaches it)
+
+
+def add_kept(kept: Sequence[Kept]) -> None:
+    execute_many(f"INSERT INTO {KEPT} (id, digest, pushed_at, pulled, young) VALUES (%s, %s, %s, %s, %s) "
+                 "ON CONFLICT DO NOTHING", [(k.id, k.digest, moment(k.pushed_at), k.pulled, k.young) for k in kept])
+
+
+def kept_by_push(after: Kept | None, limit: int) -> list[Kept]:
+    """The kept manifests by push, oldest first (ties: by digest), after ``after``."""
+    rows = _by_push(KEPT, "id, digest, pushed_at, pulled, young", after and (after.pushed_at, after.digest), limit)
+    pushed = reader(Manifest, "created_at")
+    return [Kept(int(r[0]), str(r[1]), pushed(r[2]), bool(r[3]), bool(r[4])) for r in rows]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple, Sequence
 
-from registry.models import Repository, Tag
+from registry.models import Manifest, ManifestReference, Repository, Tag
 from registry.queries._sql import byte_order, byte_order_sql, execute_many, fetch_all, moment, statement, table
 from registry.queries.repositories import touch_pushed
 
@@ -84,6 +84,30 @@ def tags_of_digest(repository_id: int, digest: str) -> list[str]:
     """The tags of the repository pointing at the manifest ``digest``."""
     return list(Tag.objects.filter(repository_id=repository_id, manifest__digest=digest)
                 .values_list("name", flat=True))
+
+
+@statement
+def _reaching_sql(blob: bool) -> str:
+    # The manifests of the repository that reference the blob (or are the manifest), then every
+    # index above them, however deep; UNION, not UNION ALL, so that a cycle ends. Both databases
+    # have recursive common table expressions.
+    m, r = table(Manifest), table(ManifestReference)
+    seed = (f"SELECT m.id, m.digest FROM {m} m JOIN {r} ref ON ref.manifest_id = m.id "
+            "WHERE m.repository_id = %s AND ref.kind = %s AND ref.digest = %s") if blob else (
+            f"SELECT m.id, m.digest FROM {m} m WHERE m.repository_id = %s AND m.digest = %s")
+    return (f"WITH RECURSIVE reaching(id, digest) AS ({seed} UNION "
+            f"SELECT p.id, p.digest FROM reaching c JOIN {r} ref ON ref.digest = c.digest AND ref.kind = %s "
+            f"JOIN {m} p ON p.id = ref.manifest_id AND p.repository_id = %s) "
+            f"SELECT DISTINCT t.name FROM {table(Tag)} t JOIN reaching ON reaching.id = t.manifest_id")
+
+
+def tags_reaching(repository_id: int, digest: str, blob: bool) -> list[str]:
+    """The tags of the repository whose image needs ``digest``: a blob (``blob``: its config or a
+    layer, of the image or of a platform image of an index) or a manifest (the image itself, or a
+    child of an index). One statement, however many manifests the repository holds."""
+    seed: list[object] = [repository_id, ManifestReference.BLOB, digest] if blob else [repository_id, digest]
+    params = seed + [ManifestReference.MANIFEST, repository_id]
+    return [row[0] for row in fetch_all(_reaching_sql(blob), params)]
 
 
 class TagRow(NamedTuple):

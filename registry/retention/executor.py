@@ -38,13 +38,29 @@ def _silent(_line: str) -> None:
 class Outcome:
     repositories: int = 0
     tags: int = 0
-    manifests: int = 0
+    manifests: int = 0  # the next collection removes them
+    waiting: int = 0  # left untagged, kept for their age: --delete-untagged removes them
+    kept: int = 0  # left untagged, kept by the rule's pulled_within_days
 
     def summary(self, dry_run: bool) -> str:
+        """Says what the next collection removes only when it removes something."""
         verb = "would remove" if dry_run else "removed"
-        return (f"retention: {verb} {_count(self.tags, 'tag')} in {_count(self.repositories, 'repository')}; "
-                f"the next garbage collection removes {_count(self.manifests, 'manifest')}, then the blobs "
-                "only they use")
+        parts = [f"retention: {verb} {_count(self.tags, 'tag')} in {_count(self.repositories, 'repository')}"]
+        if self.manifests:
+            parts.append(f"the next garbage collection removes {_count(self.manifests, 'manifest')}, then the blobs "
+                         "only they use that are older than its grace period")
+        if self.waiting:
+            parts.append(f"{_count(self.waiting, 'manifest')} whose tags go {_stay(self.waiting)} until their rule's "
+                         "untagged_after_hours has passed since the push, or garbagecollect --delete-untagged "
+                         "removes them")
+        if self.kept:
+            parts.append(f"{_count(self.kept, 'manifest')} whose tags go {_stay(self.kept)}, pulled within "
+                         "pulled_within_days")
+        return "; ".join(parts)
+
+
+def _stay(number: int) -> str:
+    return "stays" if number == 1 else "stay"
 
 
 def _count(number: int, noun: str) -> str:
@@ -65,17 +81,20 @@ def snapshot(repository_id: int, name: str) -> planner.Snapshot:
     )
 
 
-def roots(name: str, now: datetime | None = None) -> reachability.Roots | None:
+def roots(name: str, now: datetime | None = None, at_most: timedelta | None = None) -> reachability.Roots | None:
     """What keeps the manifests of a repository a rule covers, for a collection; None when no
-    rule covers it (planner.collectable's rule, decided a page at a time by services.reachability)."""
+    rule covers it (planner.collectable's rule, decided a page at a time by services.reachability).
+    ``at_most``: untagged manifests older than this go too, unless the rule keeps them by pulls
+    (garbagecollect --delete-untagged, with its grace period)."""
     policies = current()
     rule = policies.retention_for(name)
     if rule is None:
         return None
     moment = now or timezone.now()
     immutable = policies.immutable_for(name)
+    after = timedelta(hours=rule.untagged_after_hours)
     return reachability.Roots(
-        pushed_after=moment - timedelta(hours=rule.untagged_after_hours),
+        pushed_after=moment - (after if at_most is None else min(after, at_most)),
         pulled_after=moment - timedelta(days=rule.pulled_within_days) if rule.pulled_within_days else None,
         referrers_follow=True,
         immutable=immutable.covers if immutable is not None else None,
@@ -126,12 +145,15 @@ class _Repository:
         doomed = self._doom(without_removed=True)
         if not tags and not doomed:
             return
+        if tags:
+            self._keep_all_the_same()
         outcome.repositories += 1
         outcome.tags += self._carry_out(dry_run)
         if not dry_run:  # what is collectable now: a tag moved or pulled since the plan keeps its image
             q.clear_doomed()
             self._doom(without_removed=False)
         outcome.manifests += self._report_manifests()
+        self._report_kept(outcome)
 
     def _plan_tags(self) -> int:
         """Rank the counted tags newest first and record the ones the rule removes."""
@@ -167,6 +189,39 @@ class _Repository:
                 q.add_removals([q.Removal(tag, None) for tag in q.tags_of_manifests(referrers)])
             doomed += len(going)
         return doomed
+
+    def _keep_all_the_same(self) -> None:
+        """Record the manifests only the removed tags reach that the next collection keeps all the
+        same (planner's ``kept``): no tag reaches them once the plan's are gone, a tag did before,
+        and they are not doomed: pulled (or reached by one pulled) or young (or reached by one)."""
+        tagged = reachability.Roots(pushed_after=reachability.NEVER, referrers_follow=True,
+                                    immutable=self.immutable.covers if self.immutable is not None else None,
+                                    without_removed=True)
+        by_pulls = dataclasses.replace(tagged, pulled_after=self._roots(True).pulled_after)
+        young = self.now - timedelta(hours=self.rule.untagged_after_hours)
+        for page in reachability.pages(self.repository.id, tagged):
+            untagged = reachability.unkept(self.repository.id, page, tagged)
+            doomed = q.doomed_among([n.id for n in untagged])
+            alive = [n for n in untagged if n.id not in doomed]
+            if not alive:
+                continue
+            before = q.graph_nodes(self.repository.id, [n.digest for n in alive])
+            already = {n.id for n in reachability.unkept(self.repository.id, before,
+                                                          dataclasses.replace(tagged, without_removed=False))}
+            orphaned = [n for n in alive if n.id not in already]
+            not_pulled = {n.id for n in reachability.unkept(self.repository.id, orphaned, by_pulls)}
+            q.add_kept([q.Kept(n.id, n.digest, n.pushed_at, n.id not in not_pulled,
+                               not n.referrer and n.pushed_at >= young) for n in orphaned])
+
+    def _report_kept(self, outcome: Outcome) -> None:
+        last = None
+        while page := q.kept_by_push(last, PAGE):
+            last = page[-1]
+            for k in page:
+                why = planner.kept_reason(self.rule, self.now, k.pushed_at, k.pulled, k.young)
+                self.report(f"manifest {self.name}@{k.digest}: {why}")
+            outcome.kept += sum(k.pulled for k in page)
+            outcome.waiting += sum(not k.pulled for k in page)
 
     def _reason(self, removal: q.Removal) -> str:
         if removal.rank is None:

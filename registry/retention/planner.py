@@ -63,11 +63,21 @@ class ManifestRemoval:
     reason: str
 
 
+@dataclass(frozen=True)
+class ManifestKept:
+    """A manifest the removed tags reached that the next collection keeps all the same."""
+
+    manifest: ManifestState
+    reason: str
+    waiting: bool  # kept only for its age: --delete-untagged removes it (else the rule keeps it)
+
+
 @dataclass
 class Plan:
     rule: RetentionRule
     tags: list[TagRemoval] = field(default_factory=list)
     manifests: list[ManifestRemoval] = field(default_factory=list)
+    kept: list[ManifestKept] = field(default_factory=list)
 
 
 def _age(now: datetime, moment: datetime) -> str:
@@ -113,18 +123,29 @@ def _pulled_cutoff(rule: RetentionRule, now: datetime) -> datetime | None:
     return now - timedelta(days=rule.pulled_within_days) if rule.pulled_within_days else None
 
 
-def _kept_manifests(repo: _Repository, root_tags: Iterable[TagState], rule: RetentionRule,
-                    immutable: ImmutableRule | None, now: datetime) -> set[int]:
-    young = now - timedelta(hours=rule.untagged_after_hours)
+def _untagged_after(rule: RetentionRule, at_most: timedelta | None) -> timedelta:
+    """How long an untagged manifest stays: the rule's untagged_after_hours, or less when the
+    collection is told to remove untagged manifests older than ``at_most`` (--delete-untagged)."""
+    after = timedelta(hours=rule.untagged_after_hours)
+    return after if at_most is None else min(after, at_most)
+
+
+def _young(repo: _Repository, rule: RetentionRule, now: datetime, at_most: timedelta | None) -> set[int]:
+    young = now - _untagged_after(rule, at_most)
+    return {m.id for m in repo.snapshot.manifests if not repo.is_referrer(m.id) and m.pushed_at >= young}
+
+
+def _pulled(repo: _Repository, rule: RetentionRule, now: datetime) -> set[int]:
     pulled = _pulled_cutoff(rule, now)
+    return {m.id for m in repo.snapshot.manifests if not repo.is_referrer(m.id) and pulled is not None
+            and m.last_pulled_at is not None and m.last_pulled_at >= pulled}
+
+
+def _kept_manifests(repo: _Repository, root_tags: Iterable[TagState], rule: RetentionRule,
+                    immutable: ImmutableRule | None, now: datetime, at_most: timedelta | None = None) -> set[int]:
     roots = {tag.manifest_id for tag in root_tags}
     roots |= {tag.manifest_id for tag in repo.snapshot.tags if immutable is not None and immutable.covers(tag.name)}
-    for m in repo.snapshot.manifests:
-        if repo.is_referrer(m.id):
-            continue
-        if m.pushed_at >= young or (pulled is not None and m.last_pulled_at is not None and m.last_pulled_at >= pulled):
-            roots.add(m.id)
-    return repo.reach(roots)
+    return repo.reach(roots | _young(repo, rule, now, at_most) | _pulled(repo, rule, now))
 
 
 def tag_verdict(tag: TagState, rank: int, last_pulled: datetime | None, rule: RetentionRule,
@@ -208,13 +229,48 @@ def plan(snapshot: Snapshot, rule: RetentionRule, immutable: ImmutableRule | Non
         why = manifest_reason(rule, now, m.pushed_at, m.subject if repo.is_referrer(m.id) else None,
                               removed_tags.get(m.id, []), only_doomed)
         result.manifests.append(ManifestRemoval(m, why))
+    result.kept = _kept_all_the_same(repo, kept, removed_tags, alive, rule, immutable, now)
     return result
 
 
+def _kept_all_the_same(repo: _Repository, kept_tags: list[TagState], removed_tags: dict[int, list[str]],
+                       alive: set[int], rule: RetentionRule, immutable: ImmutableRule | None,
+                       now: datetime) -> list[ManifestKept]:
+    """The manifests only removed tags reached that the next collection keeps: pulled within
+    pulled_within_days (or reached by one), or younger than untagged_after_hours."""
+    immutable_roots = {t.manifest_id for t in repo.snapshot.tags if immutable is not None and immutable.covers(t.name)}
+    still_tagged = repo.reach({t.manifest_id for t in kept_tags} | immutable_roots)
+    orphaned = repo.reach(removed_tags.keys()) - still_tagged
+    pulled = repo.reach(_pulled(repo, rule, now))
+    young = _young(repo, rule, now, None)
+    return [ManifestKept(m, kept_reason(rule, now, m.pushed_at, m.id in pulled, m.id in young),
+                         waiting=m.id not in pulled)
+            for m in sorted((repo.by_id[mid] for mid in orphaned & alive), key=lambda m: (m.pushed_at, m.digest))]
+
+
+def kept_reason(rule: RetentionRule, now: datetime, pushed_at: datetime, pulled: bool, young: bool) -> str:
+    """Why a manifest whose tags go stays all the same: it is ``pulled`` (or reached by a manifest
+    pulled) within pulled_within_days, else it is ``young`` or reached by a manifest that is."""
+    if pulled:
+        return (f"{rule.title}: kept: pulled, or reached by a manifest pulled, within {rule.pulled_within_days} "
+                f"days (pulled_within_days = {rule.pulled_within_days})")
+    hours = f"untagged_after_hours = {rule.untagged_after_hours}"
+    if young:
+        after = timedelta(hours=rule.untagged_after_hours)
+        until = (f"until {(pushed_at + after).isoformat(timespec='minutes').replace('+00:00', 'Z')} "
+                 f"(pushed {_age(now, pushed_at)} ago; {hours})")
+    else:
+        until = f"while a manifest pushed within untagged_after_hours reaches it ({hours})"
+    return (f"{rule.title}: stays untagged {until}; garbagecollect --delete-untagged removes it once it is older "
+            "than the collection's grace period")
+
+
 def collectable(snapshot: Snapshot, rule: RetentionRule, immutable: ImmutableRule | None,
-                now: datetime) -> dict[int, str]:
-    """What a collection removes under the rule as things stand (no tag removed): id -> digest."""
+                now: datetime, at_most: timedelta | None = None) -> dict[int, str]:
+    """What a collection removes under the rule as things stand (no tag removed): id -> digest.
+    ``at_most``: untagged manifests older than this go too (--delete-untagged: its grace period),
+    unless the rule keeps them by pulls."""
     repo = _Repository(snapshot)
     roots = [t for t in snapshot.tags if t.manifest_id in repo.by_id and not repo.is_referrer(t.manifest_id)]
-    alive = _kept_manifests(repo, roots, rule, immutable, now)
+    alive = _kept_manifests(repo, roots, rule, immutable, now, at_most)
     return {m.id: m.digest for m in snapshot.manifests if m.id not in alive}

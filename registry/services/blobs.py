@@ -10,7 +10,7 @@ from django.utils import timezone
 from notifications import outbox
 from registry import queries
 from registry.digests import Digest
-from registry.policies import quotas
+from registry.policies import immutable, quotas
 from registry.services.common import check_name, ensure_repository, get_repository, parse_digest
 from registry.services.digest_locks import lock_digests
 from registry.services.exceptions import BlobUnknown, DeleteDisabled, NameUnknown
@@ -122,8 +122,7 @@ def mount(
     digest = Digest.parse_or_none(digest_text)
     if digest is None:
         return None
-    sources = queries.mount_sources(str(digest), source)
-    candidate = next((found for found in sources if may_read(found.repository)), None)
+    candidate = _readable_source(str(digest), source, may_read)
     if candidate is None:
         return None
     try:
@@ -133,6 +132,24 @@ def mount(
     except BlobUnknown:  # the data is gone (collected, or lost): the client uploads it instead
         return None
     return info
+
+
+# Repositories holding a blob that a mount looks through for one the caller may read: 20 pages of 50.
+MOUNT_PAGE, MOUNT_PAGES = 50, 20
+
+
+def _readable_source(digest: str, source: str | None,
+                     may_read: Callable[[str], bool]) -> queries.MountSource | None:
+    """The first repository linking ``digest`` that the caller may read. Bounded: past MOUNT_PAGES
+    the caller uploads the blob instead, which the spec allows for any mount."""
+    after = 0
+    for _page in range(MOUNT_PAGES):
+        sources = queries.mount_sources(digest, source, after, MOUNT_PAGE)
+        found = next((found for found in sources if may_read(found.repository)), None)
+        if found is not None or len(sources) < MOUNT_PAGE:
+            return found
+        after = sources[-1].link_id
+    return None
 
 
 def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
@@ -145,6 +162,9 @@ def delete(name: str, digest_text: str, delete_enabled: bool) -> None:
     except NameUnknown:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)}) from None
     with transaction.atomic(), quotas.releasing(lambda: queries.quota_links_of_digest(str(digest), repository.id)):
+        if immutable.applies(repository.name):
+            lock_digests([str(digest)])  # a manifest PUT referencing it goes first, or after
+            immutable.check_blob_delete(repository, str(digest))
         deleted = queries.unlink_blob(repository.id, str(digest))
         if deleted:
             outbox.blob_deleted(name, str(digest))

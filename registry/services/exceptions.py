@@ -125,6 +125,10 @@ class UpstreamUnavailable(UpstreamError):
     """Unreachable, timed out, or answering 503."""
 
 
+class UpstreamTimedOut(UpstreamUnavailable):
+    """No whole answer within the cache's deadline (``total_timeout_seconds``): 504."""
+
+
 class UpstreamFailed(UpstreamError):
     """Answering an error other than 429 and 503, refusing the configured credentials, or sending
     content that does not match its digest."""

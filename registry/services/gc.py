@@ -7,8 +7,9 @@ the database and every deletion re-checks it under the digest locks that writers
 1. Upload sessions idle for longer than ``upload_expiry_hours`` go, with their partial data; so
    do a pull-through cache's images not pulled for its ``evict_after_days`` (registry.proxy).
 2. In a repository a ``[[retention]]`` rule covers, the manifests its rule leaves to go
-   (retention.executor.roots: untagged for longer than untagged_after_hours, and the
-   referrers of those); in the others, with ``delete_untagged``, manifests that no tag reaches,
+   (retention.executor.roots: untagged for longer than untagged_after_hours, or with
+   ``delete_untagged`` for longer than the grace period, unless pulled within pulled_within_days;
+   and the referrers of those); in the others, with ``delete_untagged``, manifests that no tag reaches,
    directly, through an index or as a referrer of a reached manifest. Per repository, re-marked
    inside the deleting transaction. Neither applies under a pull-through cache's prefix: eviction
    alone decides there (an image pulled by digest is untagged, yet in use).
@@ -133,11 +134,13 @@ class _Run:
 
     def _roots(self, name: str, has_untagged: bool) -> reachability.Roots | None:
         """What keeps a repository's manifests, or None when none goes: a repository a retention
-        rule covers follows its rule; the others lose their untagged manifests only with
-        ``delete_untagged``; a pull-through cache's, only by eviction."""
+        rule covers follows its rule, and with ``delete_untagged`` also loses the untagged
+        manifests older than the grace period that the rule does not keep by pulls; the others lose
+        their untagged manifests only with ``delete_untagged``; a pull-through cache's, only by
+        eviction."""
         if mirrored(name):
             return None
-        governed = retention.roots(name)
+        governed = retention.roots(name, at_most=self.options.grace if self.options.delete_untagged else None)
         if governed is not None:
             return governed
         return reachability.untagged_roots(self.cutoff) if has_untagged else None

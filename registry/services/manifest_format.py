@@ -23,6 +23,7 @@ from registry.media_types import (
     SUPPORTED_TYPES,
 )
 from registry.services.exceptions import ManifestInvalid
+from regsite import text
 
 T = TypeVar("T")
 TITLE = "org.opencontainers.image.title"
@@ -88,20 +89,10 @@ def base_media_type(content_type: str | None) -> str:
 MAX_MEDIA_TYPE = 255
 
 
-def _storable(text: str) -> bool:
-    """Text every supported database stores: JSON's "\\ud800" (a lone surrogate) is not UTF-8, and
-    PostgreSQL refuses NUL characters."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in text
-
-
 def _type_name(value: Any, where: str, required: bool) -> str:
     if not isinstance(value, str) or (required and not value):
         raise ManifestInvalid(f"{where} must be a {'non-empty ' if required else ''}string")
-    if len(value) > MAX_MEDIA_TYPE or not _storable(value):
+    if len(value) > MAX_MEDIA_TYPE or text.problem(value):
         raise ManifestInvalid(f"{where} must be a media type of at most {MAX_MEDIA_TYPE} characters")
     return value
 
@@ -114,7 +105,7 @@ def _annotations(value: Any, where: str, stored: bool = False) -> dict[str, str]
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise ManifestInvalid(f"{where}annotations must be an object of strings")
-    if stored and not all(_storable(k) and _storable(v) for k, v in value.items()):
+    if stored and any(text.problem(k) or text.problem(v) for k, v in value.items()):
         raise ManifestInvalid(f"{where}annotations must be valid Unicode text without NUL characters")
     return value
 
@@ -176,39 +167,6 @@ def _media_type(doc: dict[str, Any], content_type: str) -> str:
 MAX_DESCRIPTORS = 1000
 
 
-def _unicode_problem(value: Any, where: str = "") -> str | None:
-    """Where the document holds text that is not Unicode (a lone surrogate such as \\ud800, which
-    JSON allows and UTF-8 cannot encode), or None."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return where or "the document"
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _unicode_problem(key, f"{where} (a key)") or _unicode_problem(item, f"{where}.{key}".lstrip("."))
-            if found:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _unicode_problem(item, f"{where}[{index}]")
-            if found:
-                return found
-    return None
-
-
-def _without_surrogates(value: Any) -> Any:
-    """The document with text that is not Unicode made printable (\\ud800 written out)."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_surrogates(item) for item in value]
-    return value
-
-
 def parse(body: bytes, content_type: str | None, max_descriptors: int = MAX_DESCRIPTORS) -> ParsedManifest:
     """A pushed manifest, read strictly: ManifestInvalid for anything malformed."""
     try:
@@ -220,10 +178,10 @@ def parse(body: bytes, content_type: str | None, max_descriptors: int = MAX_DESC
         raise ManifestInvalid("manifest JSON is nested too deeply") from None
     if not isinstance(doc, dict):
         raise ManifestInvalid("manifest must be a JSON object")
-    bad_text = _unicode_problem(doc)
+    bad_text = text.find_in(doc, nul=False)  # a NUL is refused only where a column keeps it
     if bad_text:
         # Stored as pushed, it would break every page that shows it.
-        raise ManifestInvalid(f"{bad_text} holds text that is not valid Unicode (a lone surrogate)")
+        raise ManifestInvalid(f"{bad_text[0]} {bad_text[1]}")
     media_type = _media_type(doc, base_media_type(content_type))
     version = doc.get("schemaVersion")
     if isinstance(version, bool) or version != 2:
@@ -238,7 +196,7 @@ def parse(body: bytes, content_type: str | None, max_descriptors: int = MAX_DESC
 def read_stored(body: bytes, media_type: str) -> ParsedManifest:
     """A stored manifest of ``media_type``, read leniently: never raises, leaves out what is malformed."""
     try:
-        doc = _without_surrogates(json.loads(body))  # what was stored before pushes refused it
+        doc = text.printable_json(json.loads(body))  # what was stored before pushes refused it
     except (UnicodeDecodeError, ValueError, RecursionError):
         doc = {}
     return _read(doc if isinstance(doc, dict) else {}, media_type, strict=False)

@@ -159,6 +159,8 @@ def delete(name: str, reference: str, delete_enabled: bool) -> None:
     by_digest, tag = _reference(reference)
     repository = get_repository(name)
     with transaction.atomic():
+        if by_digest is not None and immutable.applies(name):
+            lock_digests([str(by_digest)])  # an index PUT listing it goes first, or after
         immutable.check_delete(repository, tag, str(by_digest) if by_digest else None)
         if by_digest is not None:
             deleted = queries.delete_manifest(repository.id, str(by_digest))

@@ -5,6 +5,7 @@ Layout below the storage root::
     blobs/<algorithm>/<first two hex>/<hex>/data    content-addressed blob data, stored once
     uploads/<upload id>/data                         bytes of an upload session in progress
     _probe/<random>                                  readiness probe files
+    uploads/.probe-ready                             the readiness probe on an object store, overwritten
     _gc/schedule                                     the collector's lock ("gc", registry.locks) with
                                                      the time of the last scheduled run
     _locks/<name>                                    any other named lock, with its note
@@ -57,6 +58,13 @@ def probe(name: str, area: str = PROBES) -> str:
     if area not in (BLOBS, UPLOADS):
         raise ValueError(f"no probes in {area!r}")
     return f"{area}/.probe-{name}"
+
+
+def ready_probe(area: str) -> str:
+    """The one readiness probe of an object store in ``area``: every check overwrites it."""
+    if area not in (BLOBS, UPLOADS):
+        raise ValueError(f"no probes in {area!r}")
+    return f"{area}/.probe-ready"
 
 
 def lock(name: str) -> str:

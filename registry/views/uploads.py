@@ -9,6 +9,8 @@ from registry.services import blobs, uploads
 from registry.services.exceptions import DigestInvalid, UploadOutOfOrder
 from registry.views.base import empty, registry_view
 from regsite.forwarded import client_address
+from tokens.access import Action
+from tokens.principal import OPEN
 
 
 def _upload_url(name: str, upload_id: str) -> str:
@@ -32,8 +34,11 @@ def _created(name: str, info: blobs.BlobInfo) -> HttpResponse:
 def upload_start(request: HttpRequest, name: str) -> HttpResponse:
     mount = request.GET.get("mount")
     if mount:
-        # Roles are registry-wide, so a caller allowed to push may read every source repository.
-        mounted = blobs.mount(name, mount, request.GET.get("from"))
+        # Only from a repository the caller may pull: a signed token scoped to one repository must
+        # not read another's blob by naming its digest (the middleware checks a named ``from``).
+        principal = getattr(request, "principal", OPEN)
+        mounted = blobs.mount(name, mount, request.GET.get("from"),
+                              lambda source: principal.may(Action.PULL, source))
         if mounted is not None:
             return _created(name, mounted)
     digest = request.GET.get("digest")

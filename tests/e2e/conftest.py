@@ -10,6 +10,7 @@ from typing import Callable, Iterator
 import pytest
 
 from tests.support.docker import Docker, DockerUnavailable, start_docker
+from tests.support.image_build import build_registry_image
 from tests.support.postgres import Postgres, start_postgres
 from tests.support.rgw import RGW, RGWUnavailable, start_rgw
 from tests.support.server import RegistryServer
@@ -39,8 +40,10 @@ def start_registry(tmp_path: Path) -> Iterator[Callable[..., RegistryServer]]:
     """Start one or more registries: ``start_registry(SVC_AUTH_ENABLED="true", workers=3)``."""
     servers: list[RegistryServer] = []
 
-    def start(workers: int = 2, name: str = "server", copy_migrated: bool = True, **env: str) -> RegistryServer:
-        server = RegistryServer(tmp_path / name, env_overrides=env, workers=workers, copy_migrated=copy_migrated)
+    def start(workers: int = 2, name: str = "server", copy_migrated: bool = True, port: int = 0,
+              ca_file: Path | None = None, **env: str) -> RegistryServer:
+        server = RegistryServer(tmp_path / name, env_overrides=env, workers=workers, copy_migrated=copy_migrated,
+                                port=port, ca_file=ca_file)
         servers.append(server)
         return server.start()
 
@@ -112,3 +115,15 @@ def docker() -> Iterator[Docker]:
         unavailable(str(exc))
     yield engine
     engine.stop()
+
+
+@pytest.fixture(scope="session")
+def registry_image(docker: Docker) -> str:
+    """The registry's image built from its Dockerfile in that engine, under the name the compose files
+    use (tests/support/image_build.py: a stand-in base, packages from a local index)."""
+    name = "svc-registry:latest"
+    try:
+        build_registry_image(docker, name)
+    except DockerUnavailable as exc:
+        unavailable(str(exc))
+    return name

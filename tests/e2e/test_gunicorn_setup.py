@@ -3,10 +3,14 @@ and host, which two instances on one host would fight over)."""
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import socket
+import subprocess
+import time
 
 import pytest
 
-from tests.support.server import RegistryServer, free_port
+from tests.support.server import REPO, VENV_BIN, RegistryServer, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -32,3 +36,23 @@ def test_it_warns_once_when_open_to_the_network_without_authentication(start_reg
     assert log.count("authentication is off and the registry listens on 0.0.0.0") == 1
     local = start_registry(name="local")
     assert "authentication is off" not in local.log_path.read_text()
+
+
+def test_a_port_in_use_is_said_in_one_line_naming_the_setting(tmp_path) -> None:
+    server = RegistryServer(tmp_path / "server")
+    busy = socket.create_server(("127.0.0.1", 0))  # another program on the port
+    port = busy.getsockname()[1]
+    env = {**server.env(), "SVC_SERVER_BIND": f"127.0.0.1:{port}", "SVC_CONFIG": os.devnull}
+    server.workdir.mkdir(parents=True)
+    try:
+        started = time.monotonic()
+        done = subprocess.run([str(VENV_BIN / "gunicorn"), "-c", "gunicorn.conf.py"], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - started
+    finally:
+        busy.close()
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if '"level":"info"' not in line]
+    assert errors == [f"configuration error: [server] bind: 127.0.0.1:{port} is in use by another program: stop "
+                      "it, or set SVC_SERVER_BIND (or [server] bind) to a free address"], done.stderr
+    assert took < 20  # no five retries a second apart

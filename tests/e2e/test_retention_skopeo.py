@@ -1,7 +1,8 @@
 """Retention under gunicorn with skopeo: 15 tags pushed over (faked) time, pulls of some, a dry run,
 a real run that leaves exactly the expected tags, a collection that frees exactly the removed
 images' own blobs, and cosign-style signatures (referrers with a subject) that stay with a kept
-image and go with a removed one.
+image and go with a removed one. And images pushed a moment ago: retention and one collection
+(``--delete-untagged``, or a rule's ``untagged_after_hours = 0``) free their blobs.
 
 Push times are faked in the server's own SQLite database: after the pushes the test sets each tag's
 updated_at and its manifest's created_at back, and clears last_pulled_at (skopeo reads a manifest
@@ -117,7 +118,8 @@ def test_retention_keeps_exactly_the_expected_tags_and_the_collection_frees_the_
 
     assert real.returncode == 0, real.stderr
     assert real.stdout.splitlines()[-1] == ("retention: removed 4 tags in 1 repository; the next garbage "
-                                            "collection removes 4 manifests, then the blobs only they use")
+                                            "collection removes 4 manifests, then the blobs only they use that "
+                                            "are older than its grace period")
     tags = json.loads(skopeo.run("list-tags", "--tls-verify=false", f"docker://{registry.host}/team/app").stdout)
     expected = sorted(set(TAGS) - set(REMOVED)) + [f"sha256-{images['t05'][0].split(':')[1]}.sig"]
     assert sorted(tags["Tags"]) == sorted(expected)
@@ -150,3 +152,52 @@ def test_retention_keeps_exactly_the_expected_tags_and_the_collection_frees_the_
 def _config(layout: Path, manifest_digest: str) -> str:
     manifest = json.loads((layout / "blobs" / "sha256" / manifest_digest.split(":", 1)[1]).read_bytes())
     return manifest["config"]["digest"]
+
+
+FRESH = ["f0", "f1", "f2", "f3"]  # pushed in this order: f3 is the most recent
+
+
+@pytest.mark.parametrize("untagged_after_hours, collect", [
+    (24, ["--delete-untagged", "--grace-hours", "0"]),
+    (0, ["--grace-hours", "0"]),
+], ids=["delete-untagged", "untagged-after-0"])
+def test_retention_and_one_collection_free_the_removed_images_blobs(
+        start_registry, skopeo, tmp_path: Path, untagged_after_hours: int, collect: list[str]) -> None:
+    workdir = tmp_path / "server"
+    workdir.mkdir()
+    (workdir / "config.toml").write_text(f'[[retention]]\nrepositories = "team/*"\nkeep_last = 1\n'
+                                         f"untagged_after_hours = {untagged_after_hours}\n")
+    registry = start_registry()
+    layout = Layout(tmp_path / "src")
+    base = [(layout.root / "blobs" / "sha256" / d.split(":", 1)[1]).read_bytes()
+            for d in layout.image_manifest(layers=1, layer_size=32 * 1024, seed="base")[1]]
+    images = {}
+    for tag in FRESH:
+        manifest, layers, _ = layout.image_manifest(layers=2, layer_size=48 * 1024, seed=tag, shared_layers=base)
+        images[tag] = (layout.tag(tag, OCI_MANIFEST, manifest), layers)
+        skopeo.run("copy", "--dest-tls-verify=false", f"oci:{layout.root}:{tag}",
+                   f"docker://{registry.host}/team/app:{tag}")
+    removed = FRESH[:-1]
+    own = {d for t in removed for d in images[t][1][1:]} | {_config(layout.root, images[t][0]) for t in removed}
+    sizes = _blob_file_sizes(layout.root)
+
+    retention = registry.manage("retention")
+    collected = registry.manage("garbagecollect", *collect)
+
+    assert retention.returncode == 0 and collected.returncode == 0, (retention.stderr, collected.stderr)
+    going = set(re.findall(r"^the next collection removes manifest team/app@(\S+): ", retention.stdout, re.MULTILINE))
+    waiting = set(re.findall(r"^manifest team/app@(\S+): .* stays untagged until ", retention.stdout, re.MULTILINE))
+    # Exactly one of the two says what happens to the removed images: what the next collection
+    # removes under the rule, or that they stay until untagged_after_hours (--delete-untagged: now).
+    assert (going, waiting) == (({images[t][0] for t in removed}, set()) if untagged_after_hours == 0
+                                else (set(), {images[t][0] for t in removed}))
+    assert set(re.findall(r"^removed manifest team/app@(\S+)$", collected.stdout, re.MULTILINE)) == {
+        images[t][0] for t in removed}
+    assert set(re.findall(r"^removed blob (sha256:[0-9a-f]{64}) ", collected.stdout, re.MULTILINE)) == own
+    freed = int(re.search(r"freed (\d+) bytes$", collected.stdout.strip()).group(1))
+    assert freed == sum(sizes[d] for d in own)
+    http = Client(registry.host)
+    for digest in own:
+        assert http.request("GET", f"/v2/team/app/blobs/{digest}").status == 404
+    skopeo.run("copy", "--src-tls-verify=false", f"docker://{registry.host}/team/app:f3", f"oci:{tmp_path / 'out'}:f3")
+    assert set(_blob_file_sizes(tmp_path / "out")) >= set(images["f3"][1])

@@ -9,6 +9,7 @@ import os
 import select
 import socket
 import sqlite3
+import ssl
 import struct
 import threading
 import time
@@ -29,14 +30,15 @@ def digest(data: bytes) -> str:
 
 
 class Registry:
-    """Plain HTTP to one registry; a new connection per request."""
+    """HTTP to one registry (HTTPS with ``context``); a new connection per request."""
 
     def __init__(self, host: str, headers: dict[str, str] | None = None, timeout: float = 60,
-                 source: str | None = None) -> None:
+                 source: str | None = None, context: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.headers = headers or {}
         self.timeout = timeout
         self.source = (source, 0) if source else None  # e.g. 127.0.0.2: another client address
+        self.context = context
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> Reply:
@@ -48,12 +50,17 @@ class Registry:
         """
         host, port = self.host.rsplit(":", 1)
         sock = socket.create_connection((host, int(port)), timeout=self.timeout, source_address=self.source)
+        if self.context is not None:
+            sock = self.context.wrap_socket(sock, server_hostname=host)
         try:
             lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", "Connection: close",
                      f"Content-Length: {len(body or b'')}"]
             lines += [f"{k}: {v}" for k, v in {**self.headers, **(headers or {})}.items()]
             sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
             pending = memoryview(body or b"")
+            if self.context is not None:  # the server's TLS session tickets make the socket readable at once
+                sock.sendall(pending)
+                pending = pending[len(pending):]
             while pending:
                 readable, writable, _ = select.select([sock], [sock], [], self.timeout)
                 if readable:
@@ -147,9 +154,13 @@ def reset(sock: socket.socket) -> None:
 
 
 def read_reply(sock: socket.socket) -> tuple[int, bytes]:
-    """Read a whole response (until the server closes or Content-Length is reached)."""
+    """Read a whole response (until the server closes or Content-Length is reached), after any
+    interim one (``100 Continue``)."""
     data = bytearray()
-    while b"\r\n\r\n" not in data:
+    while b"\r\n\r\n" not in data or data.startswith(b"HTTP/1.1 1"):
+        if data.startswith(b"HTTP/1.1 1") and b"\r\n\r\n" in data:
+            del data[:data.index(b"\r\n\r\n") + 4]
+            continue
         chunk = sock.recv(65536)
         if not chunk:
             break

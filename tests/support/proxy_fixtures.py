@@ -75,13 +75,15 @@ def stored(timeout: float = 30.0) -> None:
 
 @pytest.fixture(autouse=True)
 def fresh_upstream_state() -> Iterator[None]:
-    """Each test starts with no remembered credentials or unreachable upstreams, and leaves no blob
-    being stored behind it (into the next test's database)."""
-    from registry.proxy import upstream
+    """Each test starts with no remembered credentials, unreachable upstreams or upstream misses,
+    and leaves no blob being stored behind it (into the next test's database)."""
+    from registry.proxy import misses, upstream
 
     upstream._DOWN_UNTIL.clear()
     upstream._CREDENTIALS._headers.clear()
+    misses.forget_all()
     yield
     stored()
     upstream._DOWN_UNTIL.clear()
     upstream._CREDENTIALS._headers.clear()
+    misses.forget_all()

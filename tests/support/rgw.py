@@ -11,6 +11,7 @@ uploads and serves UploadPartCopy and presigned Range GETs as S3 does.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -153,13 +154,16 @@ class RGW:
                   "--access-key", access_key, "--secret-key", secret_key)
         return access_key, secret_key
 
-    def requests(self, bucket: str, key_part: str = "", method: str = "GET") -> int:
-        """``method`` requests on objects of ``bucket`` so far, from RGW's request log."""
+    def requests(self, bucket: str, key_part: str = "", method: str | None = "GET") -> int:
+        """``method`` requests (None: of any method) on objects of ``bucket`` so far, from RGW's
+        request log."""
         count = 0
         if not self.log_path.exists():
             return 0
         for line in self.log_path.read_text(errors="replace").splitlines():
-            if "beast:" in line and f' "{method} /{bucket}/' in line and key_part in line:
+            if "beast:" not in line or key_part not in line:
+                continue
+            if (f' "{method} /{bucket}/' in line) if method else re.search(rf' "[A-Z]+ /{bucket}[/? ]', line):
                 count += 1
         return count
 

@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,7 @@ class RegistryServer:
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
     copy_migrated: bool = True
+    ca_file: Path | None = None  # the CA of its certificate when it serves HTTPS ([server] tls_cert)
 
     @property
     def host(self) -> str:
@@ -47,7 +49,12 @@ class RegistryServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}"
+        return f"{'https' if self.ca_file else 'http'}://{self.host}"
+
+    def open(self, path: str, timeout: float = 30) -> Any:
+        """GET ``path`` (urllib's response), trusting the server's CA when it serves HTTPS."""
+        context = ssl.create_default_context(cafile=str(self.ca_file)) if self.ca_file else None
+        return urllib.request.urlopen(f"{self.url}{path}", timeout=timeout, context=context)
 
     @property
     def log_path(self) -> Path:
@@ -87,7 +94,7 @@ class RegistryServer:
         """The sum over ``/metrics`` of the samples named ``name`` that carry ``labels``."""
         from prometheus_client.parser import text_string_to_metric_families
 
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as response:
+        with self.open("/metrics") as response:
             text = response.read().decode()
         return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
                    if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()))
@@ -124,7 +131,7 @@ class RegistryServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"gunicorn exited early:\n{self.log_path.read_text()[-3000:]}")
             try:
-                with urllib.request.urlopen(f"{self.url}/v2/", timeout=1) as resp:
+                with self.open("/v2/", timeout=1) as resp:
                     if resp.status == 200:
                         return self
             except OSError:

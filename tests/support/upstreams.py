@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tarfile
 import threading
@@ -67,15 +68,16 @@ class TokenRealm:
     """``GET /token?service=&scope=`` with Basic credentials -> ``{"token", "expires_in"}``."""
 
     def __init__(self, workdir: Path, username: str, password: str, service: str = "upstream",
-                 issuer: str = "test-token-issuer", expires_in: int = 300) -> None:
+                 issuer: str = "test-token-issuer", expires_in: int = 300, host: str = "127.0.0.1") -> None:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import NameOID
 
         self.username, self.password, self.service, self.issuer = username, password, service, issuer
-        self.expires_in = expires_in
+        self.expires_in, self.host = expires_in, host  # the host its URL names (it listens on 127.0.0.1)
         self.requests: list[dict[str, str]] = []
+        self.credentialed: list[bool] = []  # per request: whether it came with Basic credentials
         self.issued: list[str] = []
         self._key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test token signer")])
@@ -94,7 +96,7 @@ class TokenRealm:
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/token"
+        return f"http://{self.host}:{self._server.server_address[1]}/token"
 
     def token(self, subject: str, scope: str) -> str:
         from cryptography.hazmat.primitives import hashes, serialization
@@ -122,6 +124,7 @@ class TokenRealm:
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
                 query = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
                 realm.requests.append(query)
+                realm.credentialed.append(self.headers.get("Authorization") is not None)
                 if self.headers.get("Authorization") != basic(realm.username, realm.password):
                     self._answer(401, {"details": "wrong credentials"})
                     return
@@ -381,7 +384,8 @@ class CorruptUpstream:
     """Serves ``library/bad:latest`` (a manifest listing one layer) and that layer with its last
     byte changed: same length, wrong digest. Counts the blob GETs it answered. With
     ``corrupt_manifest`` the manifest gains a byte too (still valid JSON, still sent under its
-    original digest)."""
+    original digest); with ``truncate`` the layer's own bytes stop halfway and the connection closes
+    (an upstream lost mid-stream)."""
 
     NAME = "library/bad"
 
@@ -392,6 +396,7 @@ class CorruptUpstream:
         self.layer_digest = "sha256:" + hashlib.sha256(layer).hexdigest()
         self.blob_gets = 0
         self.corrupt_manifest = False
+        self.truncate = False
         self._server: ThreadingHTTPServer | None = None
 
     @property
@@ -423,6 +428,9 @@ class CorruptUpstream:
                     if digest == upstream.layer_digest and not head:
                         upstream.blob_gets += 1
                         body = upstream.layer[:-1] + bytes([upstream.layer[-1] ^ 0xFF])
+                        if upstream.truncate:
+                            self._send_half(upstream.layer)
+                            return
                 if body is None:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
@@ -436,6 +444,15 @@ class CorruptUpstream:
                 self.end_headers()
                 if not head:
                     self.wfile.write(body)
+
+            def _send_half(self, body: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[:len(body) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
 
             def log_message(self, *args: Any) -> None:
                 pass

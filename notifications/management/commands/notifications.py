@@ -69,7 +69,7 @@ class Command(BaseCommand):
         self.stdout.write(f"{row.name}  {row.state}  {where}")
         oldest = f" (oldest {_ago(row.oldest)})" if row.oldest else ""
         self.stdout.write(f"    pending {row.pending}{oldest}  delivered {row.delivered}  failed {row.failed}  "
-                          f"expired {row.expired}")
+                          f"expired {row.expired}" + (f"  dropped {row.dropped}" if row.dropped else ""))
         self.stdout.write(f"    last success {_ago(row.last_success_at)}")
         if row.last_error:
             self.stdout.write(f"    last error {_ago(row.last_error_at)}: {row.last_error}")

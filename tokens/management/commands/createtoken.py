@@ -36,7 +36,8 @@ class Command(BaseCommand):
         except (services.InvalidTokenRequest, services.TooManyTokens) as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(created.token)
+        article = "an" if created.role[0] in "aeiou" else "a"
         self.stderr.write(
-            f"Created a {created.role} token for {options['username']}, hash_prefix {created.hash_prefix}, "
+            f"Created {article} {created.role} token for {options['username']}, hash_prefix {created.hash_prefix}, "
             f"expiring {created.expires_at:%Y-%m-%d %H:%M} UTC. Store it now: it is not shown again."
         )
