@@ -1,14 +1,13 @@
-"""Garbage collection is linear in what it examines, and pulls keep their latency meanwhile.
+"""Pulls keep their latency while garbage collection runs (and, by hand, its time at two sizes).
 
-The same shape at two sizes (tests/support/scale_content.py: N tags in one repository beside N
-single-image repositories sharing one base layer, every tenth image of the big repository untagged,
-N/100 unreferenced blobs), each collected once with --delete-untagged under gunicorn while a client
-pulls manifests of both kinds of repository (each pull also records itself: a write). The larger is
-10 times the smaller; its collection must take at most 10 times as long (issue 25 measured 63 times
-on SQLite from 10,000 to 100,000), and the pulls' p99 stay under 250 ms.
-
-`make test` runs it at 3,000 and 30,000 (about a minute and a half);
-``GC_SCALE_SIZES=10000,100000`` runs issue 25's sizes (bench/RESULTS.md has that run).
+Issue 25's shape (tests/support/scale_content.py: N tags in one repository beside N single-image
+repositories sharing one base layer, every tenth image of the big repository untagged, N/100
+unreferenced blobs), collected with --delete-untagged under gunicorn while a client pulls manifests
+of both kinds of repository (each pull also records itself: a write); the pulls' p99 must stay under
+250 ms. The pauses that give way to writers are per transaction, not per size, so `make test` runs
+one small size (1,000). That the collection's work is linear is tests/test_gc_linear.py's, counted
+rather than timed; ``GC_SCALE_SIZES=10000,100000`` runs issue 25's two sizes here and also checks
+that ten times the images take at most ten times as long (a bench figure: bench/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -29,7 +28,7 @@ from tests.support import scale_content as content
 from tests.support.server import REPO, VENV_BIN, RegistryServer
 
 pytestmark = pytest.mark.serial  # timing-sensitive: run alone (make test)
-SIZES = tuple(int(n) for n in os.environ.get("GC_SCALE_SIZES", "3000,30000").split(","))
+SIZES = tuple(int(n) for n in os.environ.get("GC_SCALE_SIZES", "1000").split(","))
 ACCEPT = "application/vnd.oci.image.manifest.v1+json"
 
 
@@ -94,15 +93,16 @@ def _collect_while_pulling(start_registry: Callable[..., RegistryServer], size: 
     return collected, pulls.latencies
 
 
-def test_collection_time_grows_linearly_and_pulls_keep_their_latency(start_registry, tmp_path: Path) -> None:
-    small, large = SIZES
-    assert large == 10 * small
+def test_pulls_keep_their_latency_during_a_collection(start_registry, tmp_path: Path) -> None:
     timed = {}
-    for size in (small, large):
+    for size in SIZES:
         collected, latencies = _collect_while_pulling(start_registry, size)
         timed[size] = collected["seconds"]
         p99 = _p99(latencies) * 1000
         print(f"size {size}: collection {collected['seconds']:.1f} s, {len(latencies)} pulls meanwhile, "
               f"p99 {p99:.0f} ms, max {max(latencies) * 1000:.0f} ms")
+        assert len(latencies) >= 100, "too few pulls during the collection for a p99"
         assert p99 < 250, f"size {size}: p99 of manifest GETs during the collection {p99:.0f} ms"
-    assert timed[large] <= 10 * timed[small], timed
+    if len(SIZES) == 2:
+        small, large = SIZES
+        assert large == 10 * small and timed[large] <= 10 * timed[small], timed
