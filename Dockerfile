@@ -43,6 +43,8 @@ COPY registry ./registry
 COPY tokens ./tokens
 COPY ops ./ops
 COPY notifications ./notifications
+COPY audit ./audit
+COPY replication ./replication
 COPY templates ./templates
 # Now, as root: the code and assets belong to root and are read-only to the service. Bytecode is
 # compiled here because the root filesystem is read-only when the service runs.

@@ -82,10 +82,13 @@ def post_worker_init(worker: object) -> None:
     # [gc] interval_hours: every worker polls; a lock in the storage root lets one collect per interval.
     from notifications import sender
     from registry import scheduler
+    from replication import runner
 
     scheduler.start()
     # [[notifications]]: every worker tries for the sender's lock; its holder delivers the outbox.
     sender.start()
+    # [[replication]]: every worker tries for each policy's lock; its holder runs the policy.
+    runner.start()
 
 
 # Prometheus multiprocess mode: each worker writes its metrics to files in this directory and a
@@ -117,6 +120,12 @@ def when_ready(server: object) -> None:
         server.log.warning(  # type: ignore[attr-defined]
             "authentication is off and the registry listens on %s: anyone who can reach it may push "
             "and delete images (set [auth] enabled = true, or bind to 127.0.0.1)", _server["bind"])
+    # Groups that [[access]] rules name and no source defines grant no one: a mistake to point out,
+    # not to refuse (the groups file is re-read while the server runs, and may gain them).
+    from regsite.access_config import undefined_groups
+
+    for line in undefined_groups(_svc):
+        server.log.warning("%s", line)  # type: ignore[attr-defined]
 
 
 def child_exit(server: object, worker: object) -> None:

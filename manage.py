@@ -21,6 +21,10 @@ def main() -> None:
     if sys.argv[1:2] and sys.argv[1] in DEV_SERVERS:
         sys.exit(f"manage.py {sys.argv[1]}: the registry runs under gunicorn, not Django's development server: "
                  "`make run`, or `gunicorn -c gunicorn.conf.py`")
+    if sys.argv[1:2] == ["migrate"]:
+        # A migration may build an index over millions of rows: [database] statement_timeout is for
+        # the requests of a serving registry, not for this (an explicit variable still wins).
+        os.environ.setdefault("SVC_DATABASE_STATEMENT_TIMEOUT", "0")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "regsite.settings")
     from django.core.management import ManagementUtility
 

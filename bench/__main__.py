@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import notify, proxy, report
+from bench import access, failover, notify, proxy, replicate, report
 from bench.profile import Recorder, summarise
 from bench.servers import (
     BENCH_PASSWORD,
@@ -47,8 +47,9 @@ def _interrupt(signum: int, _frame: Any) -> None:
 class Servers:
     """The servers of this run, started together (in threads) and all stopped by ``stop``."""
 
-    def __init__(self, scratch: Path, upstream_rate: int = 0) -> None:
+    def __init__(self, scratch: Path, upstream_rate: int = 0, access_rules: bool = False) -> None:
         self.scratch = scratch
+        self.access_rules = access_rules
         self.upstream_rate = upstream_rate
         self.relay: proxy.PacedRelay | None = None
         self.started: list[Any] = []
@@ -74,7 +75,9 @@ class Servers:
         servers = {
             "ours": Ours(self.scratch / "ours") if anon else None,
             "reference": Reference(self.scratch / "reference") if anon else None,
-            "ours-auth": Ours(self.scratch / "ours-auth", auth=True) if auth else None,
+            "ours-auth": Ours(self.scratch / "ours-auth", auth=True,
+                              config=access.configure(self.scratch / "ours-auth", BENCH_USER)
+                              if self.access_rules else "") if auth else None,
             "reference-auth": Reference(self.scratch / "reference-auth", auth=True) if "basic" in pairs else None,
             "ours-s3": Ours(self.scratch / "ours-s3", s3=bucket) if bucket else None,
             "reference-s3": Reference(self.scratch / "reference-s3", s3=bucket) if bucket else None,
@@ -84,6 +87,13 @@ class Servers:
             "ours-hooks": Ours(self.scratch / "ours-hooks", config=notify.hooks_config())
             if "notify" in pairs else None,
             "cncf-proxy": cncf,
+            "ours-repl": Ours(self.scratch / "ours-repl", config=replicate.source_config(self.scratch))
+            if "repl" in pairs else None,
+            "ours-paused": Ours(self.scratch / "ours-paused", config=replicate.event_config(self.scratch, False))
+            if "repl-push" in pairs else None,
+            "ours-mirrored": Ours(self.scratch / "ours-mirrored", config=replicate.event_config(self.scratch, True))
+            if "repl-live" in pairs else None,
+            "ours-unmirrored": Ours(self.scratch / "ours-unmirrored") if pairs & {"repl-push", "repl-live"} else None,
         }
         self.started = [s for s in servers.values() if s is not None]
         errors: list[BaseException] = []
@@ -120,6 +130,15 @@ class Servers:
         if "notify" in pairs:
             self.sides["notify"] = (self._side("ours hooks", servers["ours-hooks"], None, "ours-hooks"),
                                     self._side("ours no hooks", servers["ours-quiet"], None, "ours-quiet"))
+        if "repl" in pairs:
+            self.sides["repl"] = (self._side(replicate.OURS, servers["ours-repl"], None, "ours-replicate"),
+                                  self._side(replicate.SKOPEO, servers["ours-repl"], None, "skopeo-sync"))
+        if "repl-push" in pairs:
+            self.sides["repl-push"] = (self._side(replicate.PAUSED, servers["ours-paused"], None, "ours-paused"),
+                                       self._side(replicate.PLAIN, servers["ours-unmirrored"], None, "ours-plain-1"))
+        if "repl-live" in pairs:
+            self.sides["repl-live"] = (self._side(replicate.MIRRORED, servers["ours-mirrored"], None, "ours-mirrored"),
+                                       self._side(replicate.PLAIN, servers["ours-unmirrored"], None, "ours-plain-2"))
         token = servers["ours-auth"].token if auth else None
         if "bearer" in pairs and token:
             self.sides["bearer"] = (self._side("ours", servers["ours-auth"], f"Bearer {token}", "ours-bearer"),
@@ -160,6 +179,7 @@ class Servers:
         if self.relay is not None:
             self.relay.close()
         notify.stop_receivers()
+        replicate.stop_destinations()
 
 
 def run_workload(workload: Workload, a: Side, b: Side, sizes: Sizes, rounds: int,
@@ -215,6 +235,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--scale-databases", default="sqlite,postgres", help="ours on which databases")
     parser.add_argument("--scale-reference-size", type=int, default=None,
                         help="the CNCF registry's size (default: the same, at most 100000; 0: leave it out)")
+    parser.add_argument("--access-rules", action="store_true",
+                        help=f"the auth workloads' server with {access.RULES} [[access]] rules and {access.GROUPS} "
+                             "groups (bench/access.py)")
     return parser.parse_args(argv)
 
 
@@ -248,31 +271,35 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     sizes = QUICK if args.quick else Sizes()
     selected = workloads(sizes)
+    with_failover = True  # bench.failover: ours alone, no pair
     if args.list:
         print("\n".join(f"{w.name:16} {w.figures[0].label}" for w in selected))
         print(f"{SCALE:16} issue 25's measures at --scale-size (ours on SQLite and PostgreSQL, the CNCF registry)")
+        print(f"{failover.NAME:16} unavailability window of a PostgreSQL failover under load (ours alone)")
         return 0
     with_scale = not args.only or SCALE in args.only.split(",")
     if args.only:
         wanted = set(args.only.split(",")) - {SCALE}
-        unknown = wanted - {w.name for w in selected}
+        unknown = wanted - {w.name for w in selected} - {failover.NAME}
         if unknown:
             print(f"unknown workload(s): {', '.join(sorted(unknown))} (see --list)", file=sys.stderr)
             return 2
         selected = [w for w in selected if w.name in wanted]
+        with_failover = failover.NAME in wanted
     ensure_reference_installed()
     if with_scale:
         run_scale(args)
-        if not selected:
+        if not selected and not with_failover:
             return 0
     signal.signal(signal.SIGTERM, _interrupt)
     scratch = Path(tempfile.mkdtemp(prefix="registry-bench-"))
-    servers = Servers(scratch, sizes.proxy_upstream_rate)
+    servers = Servers(scratch, sizes.proxy_upstream_rate, args.access_rules)
     rows: list[report.Row] = []
     cpu_rows: list[report.Row] = []
     started = time.monotonic()
     try:
-        servers.start({w.pair for w in selected})
+        if selected:
+            servers.start({w.pair for w in selected})
         print(f"  servers up: {time.monotonic() - started:.1f} s", flush=True)
         for workload in selected:
             pair = servers.sides.get(workload.pair)
@@ -291,15 +318,21 @@ def main(argv: list[str]) -> int:
             print(f"data kept in {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    command = "python -m bench " + " ".join(argv)
-    json_path, _ = report.write(OUT_DIR, rows, cpu_rows, report.machine(), command.strip())
-    print()
-    if args.quick:
-        print("--quick: sizes are too small for the targets, which are left unjudged.")
-    print(report.text_table(rows))
-    print("\nCPU time used by the server process tree, per run (drift moves it less than wall time):")
-    print(report.text_table(cpu_rows))
-    print(f"\n{time.monotonic() - started:.0f} s; written to {json_path}")
+    scenarios = failover.run(OUT_DIR, args.quick) if with_failover else []
+    written = OUT_DIR / "failover.json"
+    if rows:
+        command = "python -m bench " + " ".join(argv)
+        written, _ = report.write(OUT_DIR, rows, cpu_rows, report.machine(), command.strip())
+        print()
+        if args.quick:
+            print("--quick: sizes are too small for the targets, which are left unjudged.")
+        print(report.text_table(rows))
+        print("\nCPU time used by the server process tree, per run (drift moves it less than wall time):")
+        print(report.text_table(cpu_rows))
+    if scenarios:
+        print("\nPostgreSQL failover under load (8 clients, 2 replicas on RGW; bench/failover.py):")
+        print("\n".join(f"  {scenario.line()}" for scenario in scenarios))
+    print(f"\n{time.monotonic() - started:.0f} s; written to {written}")
     return 0
 
 

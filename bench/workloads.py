@@ -52,13 +52,14 @@ class Sizes:
     proxy_layers: int = 3
     proxy_layer: int = 32 * MIB
     proxy_upstream_rate: int = 100 * MIB  # bytes per second of an upstream across a network (bench/proxy.py)
+    replication_bytes: int = 500 * MIB  # the image set of the replicate workload (bench/replicate.py)
 
 
 QUICK = Sizes(blob=16 * MIB, chunk=4 * MIB, small_blobs=48, load_seconds=0.3, tags=60,
               catalog_small=60, catalog_large=150, catalog_page=50, list_repeats=5,
               image_bytes=5 * MIB, memory_blob=48 * MIB, s3_blob=16 * MIB, rollout_pullers=30, rollout_blob=4 * MIB,
               rollout_pushers=10, rollout_push_blob=2 * MIB, rollout_chunk=MIB, rollout_rate=2 * MIB,
-              proxy_layer=2 * MIB)
+              proxy_layer=2 * MIB, replication_bytes=10 * MIB)
 
 
 @dataclass(frozen=True)
@@ -406,7 +407,7 @@ def _rollout_labels(prefix: str, what: str) -> list[Figure]:
 # The list -----------------------------------------------------------------------------------------
 
 def workloads(sizes: Sizes) -> list[Workload]:
-    from bench import notify
+    from bench import notify, replicate
 
     page = sizes.catalog_page
     return [
@@ -487,4 +488,5 @@ def workloads(sizes: Sizes) -> list[Workload]:
             Figure("mem_growth", "  PSS growth during that push", "MiB", False, None, 64.0),
         ], _memory),
         notify.workload(sizes),
+        *replicate.workloads(sizes),
     ]

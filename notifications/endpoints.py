@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from registry.policies.globs import glob_regex
 
-ACTIONS = ("push", "delete", "pull")
+ACTIONS = ("push", "delete", "pull", "replication")  # replication: a [[replication]] run ended
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # Set by the sender for every delivery: a configured header must not replace them.

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from notifications import context, queries
 from notifications.endpoints import Endpoint
+from replication import feed
 
 # The envelope's media type: what consumers of CNCF distribution 2.x's notifications read.
 MEDIA_TYPE = "application/vnd.docker.distribution.events.v1+json"
@@ -45,8 +46,11 @@ def configured() -> list[Endpoint]:
     return _endpoints[1]
 
 
-def manifest_pushed(repository: str, digest: str, media_type: str, size: int, tags: list[str]) -> None:
-    """A manifest PUT: one event per tag it was pushed with, or one without a tag."""
+def manifest_pushed(repository: str, digest: str, media_type: str, size: int, tags: list[str],
+                    subject: str = "") -> None:
+    """A manifest PUT: one event per tag it was pushed with, or one without a tag. ``subject``: the
+    digest a referrer refers to."""
+    feed.manifest_pushed(repository, digest, tags, subject)
     _record("push", repository, [_manifest(repository, digest, media_type, size, tag) for tag in tags or [""]])
 
 
@@ -55,6 +59,7 @@ def manifest_pulled(repository: str, digest: str, media_type: str, size: int, ta
 
 
 def manifest_deleted(repository: str, digest: str) -> None:
+    feed.manifest_deleted(repository, digest)
     _record("delete", repository, [{"digest": digest, "repository": repository}])
 
 
@@ -64,6 +69,7 @@ def tag_deleted(repository: str, tag: str) -> None:
 
 def tags_deleted(repository: str, tags: Sequence[str]) -> None:
     """Tags removed together (by [[retention]]): one delete event each, written in one statement."""
+    feed.tags_deleted(repository, tags)
     _record("delete", repository, [{"repository": repository, "tag": tag} for tag in tags])
 
 
@@ -85,6 +91,11 @@ def blob_deleted(repository: str, digest: str) -> None:
 
 def repository_deleted(repository: str) -> None:
     _record("delete", repository, [{"repository": repository}])
+
+
+def replication_finished(job: dict[str, Any]) -> None:
+    """A replication run ended (replication.runner): its policy, state and counts as the target."""
+    _record("replication", "", [job])
 
 
 def _manifest(repository: str, digest: str, media_type: str, size: int, tag: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from notifications.metrics import NotificationsCollector
 from ops.processes import ProcessesCollector
 from registry import queries
 from regsite.version import version
+from replication.metrics import ReplicationCollector
 from tokens.access import Role
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ UPLOAD_SESSIONS = Counter(
 )
 AUTH_ATTEMPTS = Counter(
     "registry_auth_attempts",
-    "Requests that presented credentials, by mechanism (basic, token, bearer, signed, password, other) "
+    "Requests that presented credentials, by mechanism (basic, robot, token, bearer, signed, password, other) "
     "and outcome.",
     ["mechanism", "outcome"],
 )
@@ -166,7 +167,8 @@ def multiprocess_dir() -> str | None:
 
 def exposition() -> bytes:
     """The Prometheus text format of every metric of the service, summed over all workers."""
-    sources: list[prometheus_client.registry.Collector] = [StateCollector(), NotificationsCollector()]
+    sources: list[prometheus_client.registry.Collector] = [StateCollector(), NotificationsCollector(),
+                                                           ReplicationCollector()]
     if multiprocess_dir():
         workers = CollectorRegistry()
         multiprocess.MultiProcessCollector(workers)

@@ -27,6 +27,7 @@ from django.db.migrations.executor import MigrationExecutor
 from registry import queries
 from registry.storage import default_driver, paths
 from registry.storage.driver import delete_if_exists
+from regsite import db
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ def database() -> str | None:
     """The connection, then the schema: an unreachable server and missing migrations are told apart,
     since their fixes differ (a restart or a network, or ``manage.py migrate``)."""
     global _migrated
+    if problem := db.primary_problem():  # bounded, and a writable primary (PostgreSQL)
+        return problem
     try:
         connection.ensure_connection()
     except Exception as exc:
@@ -130,15 +133,23 @@ def storage_low() -> str | None:
 INFORMATIONAL = frozenset({"storage_low"})
 
 
-def htpasswd() -> str | None:
-    path = Path(settings.AUTH_HTPASSWD_FILE)
+def _unreadable(path: Path, what: str) -> str | None:
     try:
         with path.open("rb") as fh:
             fh.read(1)
     except OSError as exc:
-        log.warning("readiness: htpasswd file %s is not readable: %s", path, exc.strerror or exc)
-        return "htpasswd file is not readable"
+        log.warning("readiness: %s %s is not readable: %s", what, path, exc.strerror or exc)
+        return f"{what} is not readable"
     return None
+
+
+def htpasswd() -> str | None:
+    return _unreadable(Path(settings.AUTH_HTPASSWD_FILE), "htpasswd file")
+
+
+def groups_file() -> str | None:
+    # Unreadable, it puts nobody in any group: access through groups is gone until it is fixed.
+    return _unreadable(Path(settings.AUTH_GROUPS_FILE), "groups file")
 
 
 def token_storage() -> str | None:
@@ -164,6 +175,8 @@ def checks() -> dict[str, Check]:
         selected["storage_low"] = storage_low
     if settings.AUTH_ENABLED:
         selected["htpasswd"] = htpasswd
+        if settings.AUTH_GROUPS_FILE:
+            selected["groups"] = groups_file
         if settings.AUTH_TOKEN_BACKEND == "files":
             selected["tokens"] = token_storage
     return selected

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 
 from registry.services import exceptions as exc
@@ -70,6 +70,7 @@ EXCEPTION_CODES: dict[type[Exception], tuple[ErrorCode, int | None]] = {
     exc.UploadInvalid: (BLOB_UPLOAD_INVALID, None),
     exc.UploadOutOfOrder: (BLOB_UPLOAD_INVALID, 416),
     exc.TooManyUploads: (TOOMANYREQUESTS, None),
+    exc.UploadBusy: (UNAVAILABLE, None),
     exc.ManifestInvalid: (MANIFEST_INVALID, None),
     exc.ManifestUnknown: (MANIFEST_UNKNOWN, None),
     exc.ManifestBlobUnknown: (MANIFEST_BLOB_UNKNOWN, None),
@@ -126,7 +127,7 @@ def response_for(error: Answered) -> HttpResponse:
         response["Range"] = f"0-{max(error.offset - 1, 0)}"
     if isinstance(error, exc.RangeNotSatisfiable):
         response["Content-Range"] = f"bytes */{error.size}"
-    if isinstance(error, (exc.TooManyUploads, exc.UpstreamError)):
+    if isinstance(error, (exc.TooManyUploads, exc.UploadBusy, exc.UpstreamError)):
         response["Retry-After"] = str(error.retry_after)
     return response
 
@@ -134,12 +135,13 @@ def response_for(error: Answered) -> HttpResponse:
 def failure_response(request: HttpRequest, error: BaseException) -> HttpResponse:
     """A 5xx in the OCI envelope for what went wrong underneath, logged with the request id.
 
-    The database down or out of pooled connections, or the storage failing, are 503 with
-    Retry-After (clients retry those); anything else is a 500. The message names the request id,
-    which the log line carries too, never the error's own text (it may name paths or hosts).
+    The database down, out of pooled connections, read-only or its connection lost (a failover), or
+    the storage failing, are 503 with Retry-After (clients retry those); anything else is a 500. The
+    message names the request id, which the log line carries too, never the error's own text (it may
+    name paths or hosts).
     """
     request_id = getattr(request, "request_id", "")
-    if isinstance(error, OperationalError):
+    if isinstance(error, (OperationalError, InterfaceError)):
         code, what = UNAVAILABLE, "the database is not available"
     elif isinstance(error, StorageError):
         code, what = UNAVAILABLE, "the storage is not available"

@@ -11,6 +11,12 @@ the filesystem backend uses. DatabaseLocks holds a lease row in the database (re
 renewed by a thread while the block runs: replicas on object storage share no disk, and a lease
 (unlike a PostgreSQL advisory lock) holds no pooled connection for as long as a collection runs and
 works on SQLite too. A holder that dies loses the lease when it runs out (LEASE_SECONDS).
+
+A lease can also be lost by a holder that lives: the database away for longer than the lease (a
+failover), or a holder stalled that long. It then counts as lost from the moment its last renewal
+would have run out, by the holder's own clock, whether or not another holder took it: ``ensure()``
+raises LockLost, and so does writing the note, so that a collection or a notification sender stops
+at its next step instead of running beside the one that took over.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import fcntl
 import logging
 import os
 import threading
+import time
 import uuid
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
@@ -36,6 +43,10 @@ class LockHeld(Exception):
     """Another holder has the lock."""
 
 
+class LockLost(LockHeld):
+    """This holder had the lock and may not have it any more (its lease ran out)."""
+
+
 class Held(Protocol):
     """A lock held by this block, with its note."""
 
@@ -44,6 +55,9 @@ class Held(Protocol):
 
     def set_note(self, text: str) -> None:
         """Replace the note; it is durable when this returns."""
+
+    def ensure(self) -> None:
+        """Raise LockLost if the lock may be another holder's by now."""
 
 
 class Locks(Protocol):
@@ -65,6 +79,9 @@ class _FileNote:
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, data, 0)
         os.fsync(self._fd)
+
+    def ensure(self) -> None:
+        pass  # a flock lasts as long as its descriptor
 
 
 class FileLocks:
@@ -94,9 +111,23 @@ class FileLocks:
 LEASE_SECONDS = 60.0
 
 
-class _LeaseNote:
-    def __init__(self, name: str, owner: str, data: dict[str, Any]) -> None:
+class _Lease:
+    """A lease held by this process: its note, and until when it is surely still ours."""
+
+    def __init__(self, name: str, owner: str, data: dict[str, Any], until: float) -> None:
         self._name, self._owner, self._data = name, owner, data
+        self._until = until  # time.monotonic(): when the last acquisition or renewal runs out
+        self._lost = False
+
+    def renewed(self, until: float) -> None:
+        self._until = until
+
+    def lose(self) -> None:
+        self._lost = True
+
+    def ensure(self) -> None:
+        if self._lost or time.monotonic() >= self._until:
+            raise LockLost(f"lock {self._name} was lost (its lease ran out, and another holder may have it)")
 
     def note(self) -> str:
         return str(self._data.get("note", ""))
@@ -106,9 +137,11 @@ class _LeaseNote:
 
         if len(text.encode("utf-8")) > MAX_NOTE_BYTES:
             raise ValueError(f"a lock's note is at most {MAX_NOTE_BYTES} bytes")
+        self.ensure()
         self._data = {**self._data, "note": text}
         if not queries.set_lease_data(self._name, self._owner, self._data):
-            raise LockHeld(f"lock {self._name} was lost (its lease ran out)")
+            self.lose()
+            self.ensure()
 
 
 class DatabaseLocks:
@@ -119,46 +152,57 @@ class DatabaseLocks:
 
     @contextmanager
     def hold(self, name: str) -> Iterator[Held]:
+        from django.db import DatabaseError
         from django.utils import timezone
 
         from registry import queries
 
         paths.lock(name)  # the same names as FileLocks
         owner = uuid.uuid4().hex
-        now = timezone.now()
+        asked, now = time.monotonic(), timezone.now()
         data = queries.acquire_lease(name, owner, now, now + self.lease)
         if data is None:
             raise LockHeld(f"lock {name} is held")
+        # Counted from before asking: the row's end, by the database's clock, is no earlier.
+        lease = _Lease(name, owner, data, asked + self.lease.total_seconds())
         done = threading.Event()
-        renewer = threading.Thread(target=self._renew, args=(name, owner, done), daemon=True,
+        renewer = threading.Thread(target=self._renew, args=(lease, owner, done), daemon=True,
                                    name=f"lease-{name}")
         renewer.start()
         try:
-            yield _LeaseNote(name, owner, data)
+            yield lease
         finally:
             done.set()
             renewer.join()
-            queries.release_lease(name, owner)
+            try:
+                queries.release_lease(name, owner)
+            except DatabaseError as exc:  # the database away: the lease runs out by itself
+                log.warning("lock %s: giving its lease back failed (%s); it runs out in %g s", name, exc,
+                            self.lease.total_seconds())
 
-    def _renew(self, name: str, owner: str, done: threading.Event) -> None:
+    def _renew(self, lease: _Lease, owner: str, done: threading.Event) -> None:
         from django.db import connection
         from django.utils import timezone
 
         from registry import queries
 
+        name = lease._name
         try:
             while not done.wait(self.lease.total_seconds() / 3):
+                asked = time.monotonic()
                 try:
                     renewed = queries.renew_lease(name, owner, timezone.now() + self.lease)
                 except Exception:
                     # A database blip must not end the renewals: the next attempt may still be in
-                    # time, and if the lease runs out meanwhile another replica may take it over.
+                    # time; past the lease's end the holder is told (ensure) that it lost it.
                     log.warning("lock %s: renewing its lease failed; retrying", name, exc_info=True)
                     connection.close()
                     continue
                 if not renewed:
                     log.warning("lock %s: its lease ran out and another holder may have it", name)
+                    lease.lose()
                     return
+                lease.renewed(asked + self.lease.total_seconds())
         finally:
             connection.close()  # this thread's own connection
 

@@ -14,6 +14,11 @@ rules leave to go; elsewhere it never deletes untagged manifests, which only an 
 ``garbagecollect --delete-untagged`` does. It also purges expired API tokens (``manage.py
 purgetokens --expired`` does the same by hand), and binds tokens made before owner stamps to their
 owner's htpasswd entry (tokens.owner_stamp).
+
+On object storage the lock is a lease in the database, which a failover (or a stall) can make run
+out under a collection while another replica takes it: a run checks its lease before each step it
+reports (``guarded``) and stops at the first it no longer holds, so that two collections never go on
+side by side; the next poll, on whichever replica holds the lease then, runs it again.
 """
 from __future__ import annotations
 
@@ -28,7 +33,8 @@ from typing import Iterator
 from django.conf import settings
 from django.db import connections
 
-from registry.locks import Held, LockHeld, default_locks
+from registry.locks import Held, LockHeld, LockLost, default_locks
+from registry.services.sweep import Report
 from registry.retention import executor as retention
 from registry.services import gc
 from registry.storage import paths
@@ -51,6 +57,15 @@ def exclusive() -> Iterator[Held]:
         except LockHeld as exc:
             raise CollectionRunning(f"another garbage collection is running ({exc})") from None
         yield held
+
+
+def guarded(held: Held, report: Report) -> Report:
+    """``report``, checking first that the lock is still held: LockLost stops the run there."""
+    def checked(line: str) -> None:
+        held.ensure()
+        report(line)
+
+    return checked
 
 
 def _last_run(held: Held) -> float | None:
@@ -80,14 +95,18 @@ def run_if_due(now: float | None = None) -> gc.Result | None:
                 return None
             log.info("scheduled garbage collection started")
             try:
-                applied = retention.run(report=log.info)
+                applied = retention.run(report=guarded(held, log.info))
                 if applied.repositories:
                     log.info("%s", applied.summary(dry_run=False))
                 options = gc.Options(grace=timedelta(hours=settings.REGISTRY_GC_GRACE_HOURS))
-                result = gc.collect(options, report=log.debug)
+                held.ensure()
+                result = gc.collect(options, report=guarded(held, log.debug))
             finally:
                 _record_run(held, now)  # a failing run is retried one interval later, not every poll
     except CollectionRunning:
+        return None
+    except LockLost as exc:
+        log.warning("scheduled garbage collection stopped: %s", exc)
         return None
     log.info("scheduled garbage collection finished: %s", result.summary(dry_run=False))
     _maintain_tokens()

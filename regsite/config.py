@@ -13,7 +13,7 @@ import socket
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import tomli
 
@@ -50,11 +50,15 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "s3_secret_key": "",
         "redirect": True,
         "redirect_endpoint": "",
+        "s3_timeout": 10,
+        "s3_copy_timeout": 300,
+        "s3_max_attempts": 3,
     },
     "database": {
         "url": "sqlite:///data/db.sqlite3",
         "pool_size": 8,
         "pool_timeout": 10,
+        "statement_timeout": 30,
     },
     "registry": {
         "delete_enabled": True,
@@ -82,6 +86,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_tokens_per_user": 100,
         "login_failures": 10,
         "login_backoff_max": 3600,
+        # Access control (regsite.access_config, tokens.authz): with these defaults and no [[access]]
+        # entry, every htpasswd user is an admin of every repository, as before they existed.
+        "default_role": "admin",
+        "groups_file": "",
+        "admins": [],
+    },
+    "audit": {
+        "retention_days": 90,
     },
     "gc": {
         "interval_hours": 0,
@@ -97,6 +109,9 @@ POSITIVE_INTS = {
     ("server", "timeout"),
     ("server", "client_timeout"),
     ("server", "connections"),
+    ("storage", "s3_timeout"),
+    ("storage", "s3_copy_timeout"),
+    ("storage", "s3_max_attempts"),
     ("database", "pool_size"),
     ("database", "pool_timeout"),
     ("registry", "max_manifest_bytes"),
@@ -112,6 +127,7 @@ POSITIVE_INTS = {
     ("auth", "max_tokens_per_user"),
     ("auth", "login_failures"),
     ("auth", "login_backoff_max"),
+    ("audit", "retention_days"),
 }
 LOG_LEVELS = {"debug", "info", "warning", "error", "critical"}
 CHOICES = {
@@ -131,7 +147,7 @@ PATHS_NOTE = (f"It reads the server's configuration (config.toml in {BASE_DIR} o
               "variables) and resolves relative paths in it against that directory, as the server "
               "does, wherever it is run from.")
 PATH_KEYS = (("server", "secret_key_file"), ("storage", "root"), ("auth", "htpasswd_file"),
-             ("auth", "token_storage"), ("server", "tls_cert"), ("server", "tls_key"))
+             ("auth", "token_storage"), ("auth", "groups_file"), ("server", "tls_cert"), ("server", "tls_key"))
 
 
 class ConfigError(Exception):
@@ -161,11 +177,17 @@ CROSS_CHECKS: list[Callable[[dict[str, Any]], None]] = []
 _LABEL_KEYS = ("name", "prefix", "repositories")
 
 
+def _label(value: Any) -> str:
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return ", ".join(value[:3]) + (", ..." if len(value) > 3 else "")  # [[access]]'s globs
+    return value if isinstance(value, str) else ""
+
+
 def entry_name(table: str, index: int, entry: Mapping[str, Any], label: str = "") -> str:
     """How errors name an entry: ``[[proxy]] #2 "hub"``: counted from 1, with its name, prefix or
     repositories when it has one."""
-    label = label or next((key for key in _LABEL_KEYS if isinstance(entry.get(key), str) and entry[key]), "")
-    shown = f' "{entry[label]}"' if label and entry.get(label) else ""
+    label = label or next((key for key in _LABEL_KEYS if _label(entry.get(key))), "")
+    shown = f' "{_label(entry[label])}"' if label and _label(entry.get(label)) else ""
     return f"[[{table}]] #{index + 1}{shown}"
 
 
@@ -265,19 +287,26 @@ def _entries(table: str, raw: Any, path: Path) -> list[dict[str, Any]]:
         raise ConfigError(f"[[{table}]]: expected an array of tables ([[{table}]]) in {path}")
     schema = LISTS[table]
     entries = []
+    mistakes: list[str] = []  # every one of the table's, one line each
     for index, given in enumerate(raw):
         where = entry_name(table, index, given)
         entry: dict[str, Any] = {}
         for key, value in given.items():
-            if key not in schema:
-                raise ConfigError(f"{where} {key}: unknown key in {path}")
-            entry[key] = _coerce_secretly(table, f"{where} {key}", key, schema[key], value, False)
+            try:
+                if key not in schema:
+                    raise ConfigError(f"{where} {key}: unknown key in {path}")
+                entry[key] = _coerce_secretly(table, f"{where} {key}", key, schema[key], value, False)
+            except ConfigError as exc:
+                mistakes.append(str(exc))
         for key, default in schema.items():
-            if key not in entry:
+            if key not in entry and key not in given:
                 if isinstance(default, Required):
-                    raise ConfigError(f"{where} {key}: required")
+                    mistakes.append(f"{where} {key}: required")
+                    continue
                 entry[key] = default.copy() if isinstance(default, (list, dict)) else default
         entries.append(entry)
+    if mistakes:
+        raise ConfigError("\n".join(mistakes))
     return entries
 
 
@@ -333,7 +362,8 @@ def _validate(cfg: dict[str, Any]) -> None:
         if cfg[table][key] <= 0:
             raise ConfigError(f"[{table}] {key}: must be a positive integer, got {cfg[table][key]}")
     for table, key in (("server", "min_body_rate"), ("server", "ready_cache_seconds"), ("storage", "min_free_bytes"),
-                       ("gc", "interval_hours"), ("gc", "grace_hours"), ("registry", "max_upload_sessions")):
+                       ("gc", "interval_hours"), ("gc", "grace_hours"), ("registry", "max_upload_sessions"),
+                       ("database", "statement_timeout")):
         if cfg[table][key] < 0:
             raise ConfigError(f"[{table}] {key}: must not be negative, got {cfg[table][key]}")
     for (table, key), allowed in CHOICES.items():
@@ -450,56 +480,10 @@ def _check_bind(bind: str) -> None:
 
 
 def database_settings(database: Mapping[str, Any]) -> dict[str, Any]:
-    """Translate the ``[database]`` table into a Django DATABASES entry."""
-    url = database["url"]
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        # sqlite:///relative/path and sqlite:////absolute/path, as SQLAlchemy spells them.
-        name = parts.path[1:] if parts.path.startswith("/") else parts.path
-        if not name:
-            raise ConfigError(f"[database] url: no database path in {url!r}")
-        return {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": name,
-            "OPTIONS": {
-                # WAL lets readers run beside the one writer; IMMEDIATE takes the write lock at BEGIN
-                # so two workers never deadlock upgrading read locks, and the timeout waits for it.
-                "timeout": 30,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-            # Opening a connection and running its PRAGMAs is a large part of a small request's CPU
-            # (18274cd has the profile): each gunicorn thread keeps its own connection instead.
-            "CONN_MAX_AGE": 60,
-        }
-    if parts.scheme in {"postgres", "postgresql"}:
-        if not parts.path.strip("/"):
-            raise ConfigError(f"[database] url: no database name in {_redact(url)!r}")
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": unquote(parts.path.strip("/")),
-            "USER": unquote(parts.username or ""),
-            "PASSWORD": unquote(parts.password or ""),
-            "HOST": parts.hostname or "",
-            "PORT": str(parts.port or ""),
-            # A pool per worker process: however many threads and clients, a worker holds at most
-            # pool_size connections (threads beyond wait up to pool_timeout seconds for one).
-            # Connections are checked before use, so a restarted server costs no failed request.
-            "CONN_MAX_AGE": 0,
-            "CONN_HEALTH_CHECKS": True,
-            "OPTIONS": {"pool": {"min_size": 1, "max_size": database.get("pool_size", 8),
-                                 "timeout": database.get("pool_timeout", 10)}},
-        }
-    raise ConfigError(
-        f"[database] url: expected sqlite:///path or postgresql://..., got {_redact(url)!r}"
-    )
+    """Translate the ``[database]`` table into a Django DATABASES entry (regsite.database_url)."""
+    from regsite import database_url
 
-
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
-    return url
+    return database_url.django_settings(database)
 
 
 def ensure_writable_dir(key: str, path: Path) -> None:
@@ -569,14 +553,15 @@ def s3_driver(storage: Mapping[str, Any]) -> Any:
     return S3Driver(storage["s3_bucket"], prefix=storage["s3_prefix"], endpoint=storage["s3_endpoint"] or None,
                     region=storage["s3_region"], access_key=storage["s3_access_key"] or None,
                     secret_key=storage["s3_secret_key"] or None,
-                    redirect_endpoint=storage["redirect_endpoint"] or None)
+                    redirect_endpoint=storage["redirect_endpoint"] or None, timeout=storage["s3_timeout"],
+                    copy_timeout=storage["s3_copy_timeout"], max_attempts=storage["s3_max_attempts"])
 
 
 def resolve_paths(cfg: dict[str, Any], base: Path | None = None) -> dict[str, Any]:
     """The configuration with its relative paths made absolute against the project directory."""
     root = base or BASE_DIR
     for table, key in PATH_KEYS:
-        if cfg[table][key]:  # empty: not set (tls_cert)
+        if cfg[table][key]:  # an optional file left empty stays unset
             cfg[table][key] = str(root / cfg[table][key])  # an absolute path stays as it is
     url = cfg["database"]["url"]
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
@@ -606,7 +591,9 @@ def load_or_exit(
         if db["ENGINE"].endswith("sqlite3"):
             ensure_writable_dir("[database] url", Path(db["NAME"]).resolve().parent)
     except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        # One line per mistake: a table's check names every mistake it finds, not just the first.
+        for line in str(exc).splitlines():
+            print(f"configuration error: {line}", file=sys.stderr)
         raise SystemExit(2) from None
     return cfg
 
@@ -614,11 +601,14 @@ def load_or_exit(
 def _register_tables() -> None:
     # Features declare their tables in their own modules, which need the names above.
     from notifications import endpoints
-    from regsite import policy_config, proxy_config
+    from regsite import access_config, policy_config, proxy_config
+    from replication import policies as replication
 
+    access_config.register(LISTS, CROSS_CHECKS)
     proxy_config.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
     policy_config.register(LISTS, LIST_VALIDATORS, CROSS_CHECKS)
     endpoints.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
+    replication.register(LISTS, LIST_VALIDATORS, LIST_SECRET_KEYS)
 
 
 _register_tables()

@@ -1,4 +1,4 @@
-"""Database connections held only while a request uses them.
+"""Database connections held only while a request uses them, and whether they reach a primary.
 
 With PostgreSQL each worker has a small connection pool (regsite.config), so a thread must not keep
 a connection while it waits on a client: a slow upload would hold it for minutes and a few hundred
@@ -7,10 +7,18 @@ nothing to keep.
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.http import HttpRequest, HttpResponseBase
+
+log = logging.getLogger(__name__)
+# The longest /ready waits for the database: a load balancer's or kubelet's check gives up after a
+# few seconds, and a thread waiting longer for a dead server only holds a request thread.
+PRIMARY_PROBE_SECONDS = 2.0
+NOT_PRIMARY = "database is read-only (a standby?): not a primary"
 
 
 def release() -> None:
@@ -31,3 +39,31 @@ class ReleaseBeforeStreamingMiddleware:
         if response.streaming:
             release()
         return response
+
+
+def primary_problem(seconds: float = PRIMARY_PROBE_SECONDS, wrapper: BaseDatabaseWrapper = connection) -> str | None:
+    """None when this process reaches a writable primary within ``seconds``; else what is wrong.
+
+    PostgreSQL only (a SQLite file is checked by what reads and writes it). A connection of the pool
+    is taken with that bound, not ``pool_timeout``, and asked whether its server is in recovery or
+    read-only: after a failover an address may still lead to the demoted node.
+    """
+    from registry import queries  # after Django's apps are ready
+
+    pool = getattr(wrapper, "pool", None)
+    if pool is None:
+        return None
+    try:
+        pool.open()
+        with pool.connection(timeout=seconds) as conn, conn.bounded(seconds):
+            writable = queries.takes_writes(conn)
+    except Exception as exc:  # psycopg's errors, PoolTimeout
+        if getattr(pool, "refused_read_only", False):  # every address it tried leads to a standby
+            log.warning("readiness: the database server takes no writes (a standby?): %s", exc)
+            return NOT_PRIMARY
+        log.warning("readiness: the database does not answer within %g s: %s", seconds, exc)
+        return "database does not answer"
+    if not writable:
+        log.warning("readiness: the database server is a standby or read-only")
+        return NOT_PRIMARY
+    return None

@@ -35,6 +35,8 @@ INSTALLED_APPS = [
     "tokens",
     "ops",
     "notifications",
+    "audit",
+    "replication",
 ]
 
 MIDDLEWARE = [
@@ -51,6 +53,8 @@ MIDDLEWARE = [
     "regsite.text.TextMiddleware",
     # Before authentication: a mirror's ?ns= or /<prefix>/v2/ path is rewritten to the name it means.
     "registry.proxy.routing.ProxyRoutingMiddleware",
+    # Outside authentication, so that it sees refusals too: the audit log's request-level events.
+    "audit.middleware.AuditMiddleware",
     "tokens.middleware.AuthenticationMiddleware",
     # After authentication: only a client who may write learns that a namespace is a cache of what.
     "registry.proxy.routing.ReadOnlyNamespaceMiddleware",
@@ -146,6 +150,8 @@ REGISTRY_PROXY_WORKER_FETCHES: int = max(1, SVC["server"]["threads"] // 2)
 # [[notifications]]: webhook endpoints (notifications.endpoints); the address events name as their source.
 NOTIFICATIONS: list[dict] = SVC["notifications"]
 NOTIFICATIONS_SOURCE: str = SVC["server"]["bind"]
+# [[replication]]: push to and pull from other registries (replication.policies).
+REPLICATION: list[dict] = SVC["replication"]
 
 AUTH_ENABLED: bool = SVC["auth"]["enabled"]
 AUTH_HTPASSWD_FILE = Path(SVC["auth"]["htpasswd_file"])
@@ -159,6 +165,14 @@ AUTH_REFRESH_TTL_DAYS: int = SVC["auth"]["refresh_ttl_days"]
 AUTH_MAX_TOKENS_PER_USER: int = SVC["auth"]["max_tokens_per_user"]
 AUTH_LOGIN_FAILURES: int = SVC["auth"]["login_failures"]
 AUTH_LOGIN_BACKOFF_MAX: int = SVC["auth"]["login_backoff_max"]
+# Access control (tokens.authz): the [[access]] rules, the role where none matches, the groups file
+# (re-read when it changes) and who is an admin everywhere.
+ACCESS_RULES: list[dict] = SVC["access"]
+AUTH_DEFAULT_ROLE: str = SVC["auth"]["default_role"]
+AUTH_GROUPS_FILE: str = SVC["auth"]["groups_file"]
+AUTH_ADMINS: list[str] = SVC["auth"]["admins"]
+# The audit log (audit): its rows are kept this many days.
+AUDIT_RETENTION_DAYS: int = SVC["audit"]["retention_days"]
 
 # Every line is one JSON object (regsite.logs), the request log's (ops.requests) included.
 LOG_LEVEL = SVC["server"]["log_level"].upper()
@@ -168,4 +182,6 @@ LOGGING = logs.config(LOG_LEVEL, {
     # exception its one line with the traceback (registry.errors), so this would log each 5xx twice.
     "django.request": {"level": "CRITICAL"},
     "ops.requests": {"handlers": ["stderr"], "level": LOG_LEVEL, "propagate": False},
+    # The audit log's lines are written whatever [server] log_level says (audit.log).
+    "audit": {"level": "INFO"},
 })

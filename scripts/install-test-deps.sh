@@ -26,6 +26,9 @@ command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || need+=(debo
 # The CNCF registry (distribution 2.8) as the upstream of the pull-through cache tests and the
 # reference of the benchmark.
 command -v docker-registry >/dev/null || need+=(docker-registry)
+# PostgreSQL highly available (tests/support/patroni.py): Patroni, with etcd as its store.
+command -v patroni >/dev/null || need+=(patroni)
+command -v etcd >/dev/null || need+=(etcd-server)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -177,3 +177,96 @@ def test_it_enforces_credentials_and_roles(client, settings, auth_paths, route_n
         assert ("WWW-Authenticate" in response) == challenged
     if route.action != "public" and expected not in (401, 403):
         assert response.status_code == route.allowed
+
+
+# -- the access rules' dimension ----------------------------------------------------------------
+#
+# The same routes against callers the [[access]] rules judge: by name, through a group, robots, a
+# token capped by its owner's role, a token limited to other repositories, and a user no rule names,
+# with the rules configured and not. Rules off, every user is an admin as above; robots and tokens
+# keep their own limits either way.
+
+RULES = [
+    {"repositories": ["team/*"], "users": ["alice"], "role": "admin"},
+    {"repositories": ["team/*"], "groups": ["readers"], "role": "read"},
+    {"repositories": ["team/*"], "groups": ["writers"], "role": "write"},
+    {"repositories": ["other/*"], "users": ["alice"], "groups": ["writers", "readers"], "role": "write"},
+]
+GROUPS = "readers: bob\nwriters: carol\n"
+# Caller -> its role on (team/app, other/app) with the rules on, and with them off.
+RULE_CALLERS = {
+    "user-by-name": ("alice", ("admin", "write"), ("admin", "admin")),
+    "user-by-group-read": ("bob", ("read", "write"), ("admin", "admin")),
+    "user-by-group-write": ("carol", ("write", "write"), ("admin", "admin")),
+    "user-in-no-rule": ("dave", (None, None), ("admin", "admin")),
+    "robot-write": ("robot$ci", ("write", "write"), ("write", "write")),
+    "robot-read": ("robot$viewer", ("read", None), ("read", None)),
+    "token-capped-by-owner": ("token:carol:admin", ("write", "write"), ("admin", "admin")),
+    "token-of-other-repositories": ("token:alice:admin:other/*", (None, "write"), (None, "admin")),
+    "bearer-token-read": ("bearer:bob:read", ("read", "read"), ("read", "read")),
+}
+HIDDEN = {"referrers": 200}  # a repository that does not exist has no referrers: an empty index
+
+
+def _rule_authorization(caller: str) -> str:
+    from tokens import robots
+
+    if caller.startswith("robot$"):
+        repositories, role = (["team/*", "other/*"], "write") if caller == "robot$ci" else (["team/*"], "read")
+        return basic(caller, robots.create(caller, repositories, role).secret)
+    if ":" in caller:
+        scheme, owner, role, *limited = caller.split(":")
+        token = services.create_token(owner, role, repositories=limited or None).token
+        return bearer(token) if scheme == "bearer" else basic("token", token)
+    return basic(caller, {"alice": "wonderland", "bob": "builder"}.get(caller, "password"))
+
+
+def _rule_expected(route_name: str, route: Route, team: str | None, other: str | None) -> int:
+    if route.action == "public":
+        return route.allowed
+    if route_name == "catalog":
+        return 200
+    if route_name == "upload-mount":
+        if other is None or RANK[other] < RANK["write"]:
+            return 403
+        return 201 if team is not None else 202  # no mount from a repository it may not read
+    if team is not None and RANK[team] >= RANK[NEEDS[route.action]]:
+        return route.allowed
+    if route.action == "pull":
+        return HIDDEN.get(route_name, 404)  # answered as for a repository that does not exist
+    return 403
+
+
+@pytest.mark.parametrize("rules", ["rules-on", "rules-off"])
+@pytest.mark.parametrize("caller", RULE_CALLERS)
+@pytest.mark.parametrize("route_name", ROUTES)
+def test_it_enforces_the_access_rules(client, settings, auth_paths, route_name: str, caller: str,
+                                      rules: str) -> None:
+    from tests.support.auth import write_htpasswd
+    from tokens import htpasswd
+
+    route = ROUTES[route_name]
+    values = _seed_repository(client)
+    write_htpasswd(auth_paths.htpasswd_file, {"alice": "wonderland", "bob": "builder", "carol": "password",
+                                              "dave": "password"})
+    htpasswd.clear_cache()
+    if rules == "rules-on":
+        groups = auth_paths.htpasswd_file.parent / "groups"
+        groups.write_text(GROUPS)
+        settings.AUTH_GROUPS_FILE = str(groups)
+        settings.ACCESS_RULES = RULES
+        settings.AUTH_DEFAULT_ROLE = "none"
+    settings.AUTH_ENABLED = True
+    name, on, off = RULE_CALLERS[caller]
+    team, other = on if rules == "rules-on" else off
+
+    response = client.generic(route.method, route.path.format(**values), route.body,
+                              content_type=route.content_type, HTTP_AUTHORIZATION=_rule_authorization(name))
+
+    expected = _rule_expected(route_name, route, team, other)
+    assert response.status_code == expected, response.content
+    if expected == 403:
+        message = response.json()["errors"][0]["message"]
+        assert response.json()["errors"][0]["code"] == "DENIED" and f"; {route.action} needs " in message
+        if rules == "rules-on" and not name.startswith(("robot$", "token:", "bearer:")):
+            assert " on team/*;" in message or " on other/*;" in message or "default_role" in message, message

@@ -1,8 +1,8 @@
 """Statements live in the queries modules: the rest of the product code reads as domain code.
 
 The rule, as the code keeps it: outside the data-access modules (``registry/queries/``,
-``tokens/queries.py``, ``ops/ui/queries.py``, ``notifications/queries.py``), the model definitions
-and migrations, no module imports a model or ``django.db.models``, reaches a manager
+``tokens/queries.py``, ``ops/ui/queries.py``, ``notifications/queries.py``, ``audit/queries.py``), the
+model definitions and migrations, no module imports a model or ``django.db.models``, reaches a manager
 (``.objects``), or runs SQL (``.cursor()``, ``.execute()``, ``.executemany()``, ``.raw()``,
 ``RawSQL``). What stays allowed, because it decides no statement: ``transaction.atomic`` (a service
 says what commits together), reading ``connection.vendor`` / ``in_atomic_block``, closing a
@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("registry", "tokens", "ops", "regsite", "notifications")
-DATA_ACCESS = ("registry/queries/", "tokens/queries.py", "ops/ui/queries.py", "notifications/queries.py")
+PRODUCT = ("registry", "tokens", "ops", "regsite", "notifications", "audit", "replication")
+DATA_ACCESS = ("registry/queries/", "tokens/queries.py", "ops/ui/queries.py", "notifications/queries.py",
+               "audit/queries.py", "replication/queries.py")
 SQL_CALLS = frozenset({"cursor", "execute", "executemany", "raw"})
 
 

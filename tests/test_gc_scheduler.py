@@ -90,3 +90,36 @@ def test_it_starts_no_thread_when_the_interval_is_zero(settings) -> None:  # typ
     settings.REGISTRY_GC_INTERVAL_HOURS = 0
     assert scheduler.start() is None
     assert scheduler.run_if_due() is None
+
+
+@pytest.mark.django_db(transaction=True)  # the lease's renewing thread has a connection of its own
+def test_a_collection_stops_at_its_next_step_once_its_lease_is_lost(monkeypatch) -> None:
+    """On object storage: the database away for longer than the lease (a failover) lets another
+    replica take the collector's lock; this run must not go on beside that one's."""
+    from django.db import OperationalError
+
+    from registry import queries
+    from registry.locks import DatabaseLocks
+    from registry.services import gc
+
+    monkeypatch.setattr(scheduler, "default_locks", lambda: DatabaseLocks(lease_seconds=0.6))
+    now = time.time()
+    assert scheduler.run_if_due(now) is None  # the first start: a run is due an interval later
+    steps: list[str] = []
+
+    def collect(options: gc.Options, report) -> gc.Result:  # type: ignore[no-untyped-def]
+        report("removed blob one")
+        steps.append("one")
+
+        def away(*args: object) -> bool:
+            raise OperationalError("could not connect to server")
+
+        monkeypatch.setattr(queries, "renew_lease", away)
+        time.sleep(1.0)  # past the lease's end, every renewal failing
+        report("removed blob two")
+        steps.append("two")
+        return gc.Result()
+
+    monkeypatch.setattr(gc, "collect", collect)
+    assert scheduler.run_if_due(now + 3 * HOUR) is None
+    assert steps == ["one"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from registry.locks import DatabaseLocks, FileLocks, LockHeld, Locks, default_locks
+from registry.locks import DatabaseLocks, FileLocks, LockHeld, LockLost, Locks, default_locks
 from registry.storage import paths
 
 
@@ -151,3 +151,46 @@ def test_a_failed_renewal_is_logged_and_retried_and_the_lease_kept(monkeypatch, 
                     pass
     assert len(calls) >= 2
     assert "lock job: renewing its lease failed; retrying" in caplog.messages
+
+
+def test_a_lease_whose_renewals_fail_past_its_end_is_lost_and_its_holder_told(monkeypatch) -> None:
+    """The database away for longer than the lease (a failover): another replica may hold the lock by
+    now, so its old holder must not go on as if it still did."""
+    from django.db import OperationalError
+
+    from registry import queries
+
+    def away(*args: object) -> bool:
+        raise OperationalError("could not connect to server")
+
+    locks = DatabaseLocks(lease_seconds=0.6)
+    with locks.hold("job") as held:
+        monkeypatch.setattr(queries, "renew_lease", away)
+        threading.Event().wait(1.0)  # past the lease's end, every renewal failing
+        with pytest.raises(LockLost):
+            held.ensure()
+        with pytest.raises(LockLost):  # a lost lock writes no note
+            held.set_note("still mine?")
+        with DatabaseLocks().hold("job") as other:  # the next holder takes it at once
+            other.ensure()
+
+
+def test_a_lease_taken_over_meanwhile_is_lost(monkeypatch) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from registry.models import Lease
+
+    locks = DatabaseLocks(lease_seconds=0.6)
+    with locks.hold("job") as held:
+        # As if the lease had run out unseen and another replica had taken it.
+        Lease.objects.filter(name="job").update(owner="elsewhere", until=timezone.now() + timedelta(hours=1))
+        threading.Event().wait(0.5)  # a renewal is due: it finds the lease not ours
+        with pytest.raises(LockLost):
+            held.ensure()
+
+
+def test_a_file_lock_is_never_lost(tmp_path: Path) -> None:
+    with FileLocks(tmp_path).hold("job") as held:
+        held.ensure()

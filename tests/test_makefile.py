@@ -5,6 +5,7 @@ interrupted, python3-venv missing when it was made) is made again instead of fai
 with `make -n` where the recipe would install."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -25,8 +26,11 @@ def project(tmp_path: Path) -> Path:
 
 
 def make(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # Under `make test` the environment says this is a sub-make (MAKELEVEL, MAKEFLAGS): its messages
+    # would then read "make[1]:"; the copy is run as a user runs it, from the top.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     return subprocess.run(["make", "--no-print-directory", *args], cwd=project, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=env)
 
 
 def test_make_run_installs_the_runtime_dependencies_only(project: Path) -> None:

@@ -107,3 +107,78 @@ def test_the_digest_of_a_finished_upload_matches_hashlib(client, s3: S3Driver) -
     data = os.urandom(9 * MiB + 5)
     blob_digest = _chunked_push(client, "team/app", data, [5 * MiB + 1, 4 * MiB + 4])
     assert blob_digest == "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("sizes", [[11], [6 * MiB, 2 * MiB]], ids=["tail", "multipart"])
+def test_a_closing_put_cut_short_by_the_database_succeeds_when_retried(client, s3: S3Driver, monkeypatch,
+                                                                      sizes: list[int]) -> None:
+    """A failover between the store sealing the upload and the row's commit: the client's retry of its
+    PUT must finish the upload (it was sealed again and again, failing for good, before)."""
+    from django.db import OperationalError
+
+    from registry import queries
+
+    data = os.urandom(sum(sizes))
+    location = start_upload(client, "team/app")["Location"]
+    offset = 0
+    for size in sizes:
+        location = patch(client, location, data[offset:offset + size], f"{offset}-{offset + size - 1}")["Location"]
+        offset += size
+    delete_session = queries.delete_session
+    calls = []
+
+    def lost(upload_id: str) -> None:
+        calls.append(upload_id)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        delete_session(upload_id)
+
+    monkeypatch.setattr(queries, "delete_session", lost)
+    failed = put_upload(client, location, digest_of(data))
+    assert failed.status_code == 503 and failed["Retry-After"]
+    done = put_upload(client, location, digest_of(data))
+    assert done.status_code == 201, done.content
+    blob_digest = digest_of(data)
+    assert s3.read(f"blobs/sha256/{blob_digest[7:9]}/{blob_digest[7:]}/data") == data
+    assert list(s3.walk("uploads")) == [] and not Upload.objects.exists()
+
+
+def test_a_committed_upload_is_a_201_even_when_removing_its_objects_fails(client, s3: S3Driver, monkeypatch) -> None:
+    """The store failing just after the row's commit (RGW killed): the blob is pushed, and was answered
+    503 (whose retry then found no session: 404); what is left of the upload goes with purgeuploads."""
+    data = b"a layer"
+    location = patch(client, start_upload(client, "team/app")["Location"], data, "0-6")["Location"]
+    remove = uploads._remove_data
+
+    def store_away(upload_id: str, drv: Any) -> None:
+        raise StorageError("S3 request failed: Connection refused")
+
+    monkeypatch.setattr(uploads, "_remove_data", store_away)
+    done = put_upload(client, location, digest_of(data))
+    assert done.status_code == 201, done.content
+    assert client.head(f"/v2/team/app/blobs/{digest_of(data)}").status_code == 200
+    monkeypatch.setattr(uploads, "_remove_data", remove)
+    assert list(s3.walk("uploads"))  # left behind, without a session
+    call_command("purgeuploads", "--older-than-hours", "0")
+    assert list(s3.walk("uploads")) == []
+
+
+def test_a_chunk_sent_to_an_upload_its_failed_put_had_closed_is_refused_not_a_503(client, s3: S3Driver,
+                                                                                  monkeypatch) -> None:
+    """After a closing PUT that the database failed under (the store had sealed the upload), a PATCH
+    cannot append any more: a 503 there was retried for ever; the PUT, sent again, finishes it."""
+    from django.db import OperationalError
+
+    from registry import queries
+
+    data = b"a layer"
+    location = patch(client, start_upload(client, "team/app")["Location"], data, "0-6")["Location"]
+    delete_session = queries.delete_session
+    monkeypatch.setattr(queries, "delete_session", lambda upload_id: (_ for _ in ()).throw(
+        OperationalError("server closed the connection unexpectedly")))
+    assert put_upload(client, location, digest_of(data)).status_code == 503
+    monkeypatch.setattr(queries, "delete_session", delete_session)
+    more = patch(client, location, b"more", "7-10")
+    assert more.status_code == 400 and more.json()["errors"][0]["code"] == "BLOB_UPLOAD_INVALID", more.content
+    assert "PUT" in more.json()["errors"][0]["message"]
+    assert put_upload(client, location, digest_of(data)).status_code == 201

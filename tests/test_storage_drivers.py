@@ -183,6 +183,17 @@ def test_it_moves_a_file_replacing_the_destination(driver) -> None:
         driver.stat("uploads/1/data")
 
 
+def test_it_copies_a_file_keeping_the_source(driver) -> None:
+    driver.write("uploads/1/data", b"new")
+    driver.write("blobs/x/data", b"old")
+    driver.copy("uploads/1/data", "blobs/x/data")
+    assert driver.read("blobs/x/data") == b"new" and driver.read("uploads/1/data") == b"new"
+    driver.copy("uploads/1/data", "deep/new/dir/dest")
+    assert driver.read("deep/new/dir/dest") == b"new"
+    with pytest.raises(PathNotFound):
+        driver.copy("uploads/2/data", "blobs/y/data")
+
+
 def test_it_moves_into_a_directory_that_does_not_exist_yet(driver) -> None:
     driver.write("src", b"data")
     driver.move("src", "deep/new/dir/dest")

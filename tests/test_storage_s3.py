@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from botocore.awsrequest import AWSResponse
 
 from registry.storage import s3
 from registry.storage.driver import PathNotFound, StorageError
+from tests.support.faultproxy import RESET, STALL, FaultProxy
 from tests.support.s3 import BUCKET, moto_driver, refuse
 from tests.support.server import free_port
 
@@ -233,3 +235,28 @@ def test_a_bucket_that_is_gone_is_a_failure_of_the_store_never_a_missing_path() 
             with pytest.raises(StorageError, match="NoSuchBucket") as caught:
                 call()
             assert not isinstance(caught.value, PathNotFound)
+
+
+@pytest.mark.parametrize("mode", [STALL, RESET])
+def test_a_store_that_stalls_or_resets_fails_a_request_within_its_deadline(mode: str) -> None:
+    proxy = FaultProxy(("127.0.0.1", free_port())).start()  # leads nowhere: never joined in these modes
+    proxy.set(mode)
+    try:
+        driver = s3.S3Driver("bucket", endpoint=f"http://{proxy.host}", access_key="testing",
+                             secret_key="testing", timeout=1, max_attempts=2)
+        started = time.monotonic()
+        with pytest.raises(StorageError):
+            driver.read("blobs/x/data")
+        # Two attempts of a second each and botocore's backoff between (a second at most here); before,
+        # a stalled store held the request for 9 attempts of 120 s.
+        assert time.monotonic() - started < 2 * 1 + 1 + 2  # and slack for a loaded machine
+        assert proxy.accepted == 2
+    finally:
+        proxy.stop()
+
+
+def test_copies_wait_longer_than_other_requests() -> None:
+    driver = s3.S3Driver("bucket", endpoint="http://127.0.0.1:9", timeout=7, copy_timeout=600, max_attempts=4)
+    assert (driver.client.meta.config.read_timeout, driver.client.meta.config.connect_timeout) == (7, 7)
+    assert driver.copier.meta.config.read_timeout == 600
+    assert driver.client.meta.config.retries["total_max_attempts"] == 4

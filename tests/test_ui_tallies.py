@@ -4,7 +4,6 @@ only; repositories are sorted by the push time each push keeps on its row."""
 from __future__ import annotations
 
 import importlib
-import threading
 from datetime import timedelta
 from typing import Any
 
@@ -18,24 +17,10 @@ from ops.ui import tallies
 from registry import queries
 from registry.models import Repository, Tally
 from tests.support.lifecycle import push_blob, push_image
-from tests.support.ui_fixtures import plain_static  # noqa: F401
+from tests.support.ui_fixtures import big_registry, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 fill_pushed_at = importlib.import_module("registry.migrations.0008_pushed_order_and_tallies").fill_pushed_at
-
-
-class _Inline(threading.Thread):
-    """Runs the background count at once, in the test's transaction."""
-
-    def start(self) -> None:
-        self.run()
-
-
-@pytest.fixture
-def big_registry(monkeypatch) -> None:
-    monkeypatch.setattr(tallies, "SMALL", 0)
-    monkeypatch.setattr(tallies.threading, "Thread", _Inline)
-    monkeypatch.setattr(tallies.connection, "close", lambda: None)
 
 
 def _overview(client: Client) -> str:

@@ -4,7 +4,8 @@ With ``[auth] challenge = "bearer"`` a 401 names a realm (this service's token e
 service and the scope the request needs; the client gets a token for that scope from the realm with
 its credentials and sends it as ``Authorization: Bearer``. The tokens are JWTs (HS256) whose
 ``access`` claim lists what was granted: the requested repositories and actions, cut down to what
-the caller's role allows. Refresh tokens (docker's ``identitytoken``) are JWTs with their own
+the access decision (tokens.authz) allows the caller there; it is decided again at every use, so a
+claim never outlasts the right it came from. Refresh tokens (docker's ``identitytoken``) are JWTs with their own
 audience, so neither kind passes for the other.
 
 The signing key is derived from the server's SECRET_KEY, which every replica already shares
@@ -30,10 +31,11 @@ from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
 
 from registry import routes
+from registry.proxy import mirrors
 from regsite.forwarded import public_base
-from tokens import htpasswd, services
-from tokens.access import Action, Role, action_for
-from tokens.principal import OPEN, Mechanism, Principal, user
+from tokens import authz, htpasswd, robots, services
+from tokens.access import Action, action_for
+from tokens.principal import ANONYMOUS, OPEN, Mechanism, Principal, user
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,6 @@ MAX_SCOPE_NAME = 255  # a repository name's longest (registry.names)
 # The longest Authorization header the registry reads (tokens.middleware): a token must fit in one.
 MAX_AUTHORIZATION_CHARS = 8192
 MAX_TOKEN_CHARS = MAX_AUTHORIZATION_CHARS - len("Bearer ")
-ROLE_ACTIONS = {Role.READ: ("pull",), Role.WRITE: ("pull", "push"), Role.ADMIN: ("pull", "push", "delete")}
 CATALOG = ("registry", "catalog")
 HEADER_SAFE = re.compile(r"[!#-~]{1,255}")  # printable ASCII without space and double quote
 
@@ -97,7 +98,8 @@ class ScopedPrincipal(Principal):
     def may(self, action: Action, repository: str | None = None) -> bool:
         # A request's own repository is checked by the middleware (missing_scopes, which names the
         # scope to ask for); one the request reaches beyond it (a mount's source) is checked here.
-        return super().may(action) and (repository is None or ("repository", repository, action.value) in self.access)
+        return super().may(action, repository) and (
+            repository is None or ("repository", repository, action.value) in self.access)
 
 
 @dataclass(frozen=True)
@@ -117,16 +119,28 @@ def parse_scopes(values: Iterable[str]) -> list[Scope]:
     return [Scope.parse(text) for text in texts]
 
 
+def _allowed(principal: Principal, name: str) -> tuple[str, ...]:
+    allowed = authz.actions_on(principal, name)
+    if Action.PULL.value not in allowed:
+        # Docker Engine, with this registry as a mirror at /<prefix>/, asks for the name it knows
+        # (library/alpine) for what is served as <prefix>/library/alpine: the pull it may make there.
+        # (Each request is decided again on the name it serves, so this grants nothing else.)
+        if any(authz.allows(principal, f"{mirror.prefix}/{name}", Action.PULL) for mirror in mirrors.configured()):
+            allowed = (Action.PULL.value, *allowed)
+    return allowed
+
+
 def grant(principal: Principal, requested: Iterable[Scope]) -> list[Scope]:
-    """What the caller gets: each requested scope cut down to the actions its role allows."""
-    allowed = ROLE_ACTIONS.get(principal.role, ()) if principal.role is not None else ()
+    """What the caller gets: each requested scope cut down to the actions the access decision
+    allows it there."""
     granted: dict[tuple[str, str], list[str]] = {}
     for scope in requested:
         if scope.type == "repository":
+            allowed = _allowed(principal, scope.name)
             wanted = allowed if "*" in scope.actions else scope.actions
             actions = [action for action in wanted if action in allowed]
-        elif (scope.type, scope.name) == CATALOG and allowed:
-            actions = ["*"]  # listing the catalog is a pull: any role may
+        elif (scope.type, scope.name) == CATALOG and authz.decide(principal, None, Action.PULL).allowed:
+            actions = ["*"]  # listing the catalog is a pull: it lists what the caller may read
         else:
             actions = []
         if actions:
@@ -157,14 +171,23 @@ def token_identity(token: str, mechanism: Mechanism = Mechanism.BASIC_TOKEN) -> 
     record = services.authenticate_token(token)
     if record is None:
         return None
-    principal = Principal(name=record.owner, mechanism=mechanism, role=record.role,
-                          hash_prefix=record.hash_prefix)
+    principal = services.token_principal(record, mechanism)
     return Identity(principal, {"kind": "token", "tok": services.token_digest(token)}, record.expires_at)
 
 
+def robot_identity(name: str, secret: str) -> Identity | None:
+    """A robot account's identity, or None for an unknown, disabled or expired robot or a wrong secret."""
+    robot = robots.authenticate(name, secret)
+    if robot is None:
+        return None
+    return Identity(robots.principal(robot, Mechanism.ROBOT), {"kind": "robot", "rob": _fingerprint(robot.digest)},
+                    robot.expires_at)
+
+
 def anonymous_identity() -> Identity:
-    """With authentication off everyone may do everything; the token says so."""
-    return Identity(OPEN, {"kind": "anonymous"})
+    """With authentication off everyone may do everything; with it on, an anonymous caller may read
+    where the [[access]] rules let anonymous callers read. The token says which."""
+    return Identity(OPEN if not settings.AUTH_ENABLED else ANONYMOUS, {"kind": "anonymous"})
 
 
 def _current_identity(claims: dict[str, Any]) -> Identity:
@@ -178,10 +201,16 @@ def _current_identity(claims: dict[str, Any]) -> Identity:
         record = services.live_record(str(claims.get("tok", "")))
         if record is None:
             raise InvalidToken("the API token this token was issued for is revoked or expired")
-        principal = Principal(name=record.owner, mechanism=Mechanism.SIGNED_TOKEN, role=record.role,
-                              hash_prefix=record.hash_prefix)
+        principal = services.token_principal(record, Mechanism.SIGNED_TOKEN)
         return Identity(principal, {"kind": "token", "tok": str(claims["tok"])}, record.expires_at)
-    if kind == "anonymous" and not settings.AUTH_ENABLED:
+    if kind == "robot":
+        robot = robots.live(subject)
+        if robot is None or not hmac.compare_digest(_fingerprint(robot.digest), str(claims.get("rob", ""))):
+            raise InvalidToken("the robot account was disabled, deleted or expired, or its secret rotated, since "
+                               "this token was issued")
+        return Identity(robots.principal(robot, Mechanism.SIGNED_TOKEN), {"kind": "robot", "rob": str(claims["rob"])},
+                        robot.expires_at)
+    if kind == "anonymous" and (not settings.AUTH_ENABLED or authz.rules().anonymous_anywhere):
         return anonymous_identity()
     raise InvalidToken("the token names no credential this registry knows")
 
@@ -268,7 +297,11 @@ def verify_access(token: str) -> ScopedPrincipal:
         (str(entry.get("type")), str(entry.get("name")), str(action))
         for entry in access if isinstance(entry, dict) and isinstance(entry.get("actions"), list)
         for action in entry["actions"])
-    return ScopedPrincipal(principal.name, Mechanism.SIGNED_TOKEN, principal.role, principal.hash_prefix, entries)
+    # A token issued to an anonymous caller stays anonymous: it reads what anonymous callers may.
+    mechanism = Mechanism.SIGNED_TOKEN if principal.is_authenticated else Mechanism.ANONYMOUS
+    return ScopedPrincipal(name=principal.name, mechanism=mechanism, role=principal.role,
+                           hash_prefix=principal.hash_prefix, repositories=principal.repositories,
+                           groups=principal.groups, access=entries)
 
 
 def verify_refresh(token: str) -> Identity:

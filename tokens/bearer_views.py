@@ -1,12 +1,13 @@
 """/auth/token: the token endpoint of Docker's token flow (the realm of the Bearer challenge).
 
-GET takes Basic credentials (an htpasswd user, or ``token`` and an API token) or ``Bearer <API
-token>``, with ``service``, ``scope`` (repeatable) and ``offline_token=true`` for a refresh token, as
-docker, podman, skopeo and oras ask. POST takes the OAuth2 form docker uses once it holds a refresh
-token (docker/distribution docs/spec/auth/oauth.md): ``grant_type=password`` with ``username`` and
+GET takes Basic credentials (an htpasswd user, a robot account, or ``token`` and an API token) or
+``Bearer <API token>``, or none where the ``[[access]]`` rules let anonymous callers read, with
+``service``, ``scope`` (repeatable) and ``offline_token=true`` for a refresh token, as docker,
+podman, skopeo and oras ask. POST takes the OAuth2 form docker uses once it holds a refresh token
+(docker/distribution docs/spec/auth/oauth.md): ``grant_type=password`` with ``username`` and
 ``password``, or ``grant_type=refresh_token`` with ``refresh_token``, and ``scope`` separated by
 spaces. Either answers a short-lived signed token granting the requested scopes as far as the
-caller's role allows (tokens/bearer.py).
+access decision allows the caller (tokens/bearer.py, tokens/authz.py).
 
 The view checks the credentials it is given itself (the middleware leaves it alone: tokens.access).
 Its password checks are throttled by client address like every other (tokens.login), and each check
@@ -21,12 +22,13 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from audit import log as audit
 from registry import errors
 from regsite import text
-from tokens import bearer, services
+from tokens import authz, bearer, services
 from tokens.access import checks_own_credentials
 from tokens.login import MalformedBasic, basic_credentials, password_login
-from tokens.principal import AuthAttempt, AuthenticatedHttpRequest, Mechanism, Outcome
+from tokens.principal import ROBOT_PREFIX, AuthAttempt, AuthenticatedHttpRequest, Mechanism, Outcome
 from tokens.throttle import Throttled
 
 MAX_FORM_BYTES = 64 * 1024
@@ -61,9 +63,16 @@ def _refused(request: AuthenticatedHttpRequest, mechanism: Mechanism, reason: st
 def _password_identity(request: AuthenticatedHttpRequest, username: str, password: str,
                        mechanism: Mechanism) -> bearer.Identity:
     """A username and password: an htpasswd user's, throttled by client address (raises
-    Throttled), or the username ``token`` and an API token."""
+    Throttled), a robot account's, or the username ``token`` and an API token."""
     if username == services.TOKEN_USERNAME:
         return _api_token_identity(request, password, Mechanism.BASIC_TOKEN)
+    if username.startswith(ROBOT_PREFIX):
+        audit.claim(request, username, audit.Kind.ROBOT)
+        identity = bearer.robot_identity(username, password)
+        if identity is None:
+            raise _refused(request, Mechanism.ROBOT, "unknown, disabled or expired robot account, or a wrong secret")
+        request.auth_attempt = AuthAttempt(Mechanism.ROBOT, Outcome.SUCCESS)
+        return identity
     if not password_login(request, username, password, mechanism):
         raise Refused("invalid username or password")
     try:
@@ -75,6 +84,7 @@ def _password_identity(request: AuthenticatedHttpRequest, username: str, passwor
 def _api_token_identity(request: AuthenticatedHttpRequest, token: str, mechanism: Mechanism) -> bearer.Identity:
     identity = bearer.token_identity(token, mechanism)
     if identity is None:
+        audit.claim(request, "", audit.Kind.TOKEN, services.claimed_prefix(token))
         raise _refused(request, mechanism, "unknown, expired or revoked token")
     request.auth_attempt = AuthAttempt(mechanism, Outcome.SUCCESS)
     return identity
@@ -88,6 +98,8 @@ def _header_identity(request: AuthenticatedHttpRequest) -> bearer.Identity:
             username, password = basic_credentials(value)
         except MalformedBasic as exc:
             raise _refused(request, Mechanism.BASIC_USER, str(exc)) from None
+        if not username and not password:  # what skopeo and containerd send when they have none
+            return _anonymous_identity()
         return _password_identity(request, username, password, Mechanism.BASIC_USER)
     if scheme.lower() == "bearer" and not bearer.looks_signed(value):
         return _api_token_identity(request, value, Mechanism.BEARER_TOKEN)
@@ -97,6 +109,20 @@ def _header_identity(request: AuthenticatedHttpRequest) -> bearer.Identity:
                        "a signed token cannot be exchanged here; send credentials or a refresh token")
     raise _refused(request, Mechanism.OTHER,
                    "send Basic credentials (a user, or the username token and an API token)")
+
+
+def _anonymous_identity() -> bearer.Identity:
+    """No credentials: a token for what anonymous callers may read, where some rule lets them."""
+    if settings.AUTH_ENABLED and not authz.rules().anonymous_anywhere:
+        raise Refused("")
+    return bearer.anonymous_identity()
+
+
+def _signed_in(request: AuthenticatedHttpRequest, identity: bearer.Identity) -> None:
+    """Who the audit log names for this sign-in (the middleware leaves this view's principal anonymous)."""
+    principal = identity.principal
+    if principal.is_authenticated:
+        audit.claim(request, principal.name, audit.Kind(principal.kind.value), principal.hash_prefix or "")
 
 
 def _form(request: HttpRequest) -> dict[str, list[str]]:
@@ -135,12 +161,11 @@ def _check_service(service: str) -> None:
 def _get(request: AuthenticatedHttpRequest) -> dict[str, Any]:
     _check_service(request.GET.get("service", ""))
     scopes = bearer.parse_scopes(request.GET.getlist("scope"))
-    if not settings.AUTH_ENABLED:
-        identity = bearer.anonymous_identity()
-    elif not request.META.get("HTTP_AUTHORIZATION"):
-        raise Refused("")
+    if not settings.AUTH_ENABLED or not request.META.get("HTTP_AUTHORIZATION"):
+        identity = _anonymous_identity()
     else:
         identity = _header_identity(request)
+    _signed_in(request, identity)
     issued = bearer.issue_access(identity, bearer.grant(identity.principal, scopes))
     body = _token_body(issued)
     if request.GET.get("offline_token", "").lower() == "true":
@@ -165,6 +190,7 @@ def _post(request: AuthenticatedHttpRequest) -> dict[str, Any]:
         request.auth_attempt = AuthAttempt(Mechanism.SIGNED_TOKEN, Outcome.SUCCESS)
     else:
         raise BadRequest(f"grant_type must be password or refresh_token, got {grant_type[:40]!r}")
+    _signed_in(request, identity)
     issued = bearer.issue_access(identity, bearer.grant(identity.principal, scopes))
     body = _token_body(issued)
     body["scope"] = " ".join(str(scope) for scope in issued.scopes)

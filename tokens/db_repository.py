@@ -9,6 +9,7 @@ when it writes a token itself: a scrape costs the same with 10 or 10,000 tokens,
 lag other replicas' changes by that long."""
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime
 
@@ -19,7 +20,7 @@ from tokens.repository import DIGEST, StoredToken
 
 def _stored(row: queries.TokenRow) -> StoredToken:
     return StoredToken(row.digest, row.owner, Role(row.role), row.description, row.created_at, row.expires_at,
-                       row.owner_stamp)
+                       row.owner_stamp, tuple(json.loads(row.repositories)) if row.repositories else ())
 
 
 COUNTS_SECONDS = 30.0
@@ -35,7 +36,8 @@ class DatabaseTokenRepository:
     def save(self, token: StoredToken) -> None:
         self._counts = None
         queries.save_token(queries.TokenRow(token.digest, token.owner, str(token.role), token.description,
-                                            token.created_at, token.expires_at, token.owner_stamp))
+                                            token.created_at, token.expires_at, token.owner_stamp,
+                                            json.dumps(list(token.repositories)) if token.repositories else ""))
 
     def get(self, digest: str) -> StoredToken | None:
         if not DIGEST.match(digest):

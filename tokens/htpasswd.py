@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import bcrypt
 from django.conf import settings
 
 from regsite import text
 from regsite.files import replace_file
+from regsite.watched import Stamp, WatchedFile
 
 log = logging.getLogger(__name__)
 
@@ -46,26 +47,10 @@ class HtpasswdFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fspath = os.fspath(path)  # stat'ed on every authenticated request
-        self._lock = threading.Lock()
-        self._snapshot = Snapshot(stamp=None)
-        self._loaded = False
+        # Every authenticated request asks, some twice (a token's owner too): no frame of our own.
+        self.snapshot: Callable[[], Snapshot] = WatchedFile(path, self._read).get
 
-    def snapshot(self) -> Snapshot:
-        try:
-            st = os.stat(self._fspath)
-            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            stamp = None
-        if self._loaded and stamp == self._snapshot.stamp:
-            return self._snapshot
-        with self._lock:
-            if not self._loaded or stamp != self._snapshot.stamp:
-                self._snapshot = self._read(stamp)
-                self._loaded = True
-            return self._snapshot
-
-    def _read(self, stamp: tuple[int, int, int] | None) -> Snapshot:
+    def _read(self, stamp: Stamp | None) -> Snapshot:
         try:
             text = self.path.read_bytes().decode("utf-8", errors="replace")
         except OSError as exc:

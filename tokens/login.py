@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 
+from audit import log as audit
 from regsite import text
 from regsite.forwarded import client_address
 from tokens import throttle
@@ -35,6 +36,7 @@ def basic_credentials(value: str) -> tuple[str, str]:
 def password_login(request: AuthenticatedHttpRequest, username: str, password: str,
                    mechanism: Mechanism = Mechanism.PASSWORD) -> bool:
     """Whether the htpasswd user's password is right; raises Throttled while the client must wait."""
+    audit.claim(request, username)
     try:
         login = throttle.verify_password(username, password, client_address(request))
     except Throttled:

@@ -1,11 +1,14 @@
-"""Authentication for every request: sets ``request.principal`` and enforces roles on the registry API.
+"""Authentication for every request: sets ``request.principal`` and enforces access on the registry API.
 
 With auth off every request is an anonymous admin. With auth on, a view marked ``public``
 (tokens.access) is served to anyone and never looks at credentials; one marked ``login_optional``
 (the /v2/ version check) is open but checks credentials that are sent; every other path needs Basic
-credentials of an htpasswd user (full access), Basic with the username ``token`` and an API token
-as the password, ``Bearer <token>``, or ``Bearer`` with a signed token from /auth/token
-(tokens/bearer.py), limited to its scope, with a role that allows the request's action.
+credentials of an htpasswd user, of a robot account (``robot$name`` and its secret), Basic with the
+username ``token`` and an API token as the password, ``Bearer <token>``, or ``Bearer`` with a signed
+token from /auth/token (tokens/bearer.py), limited to its scope; or none, where the ``[[access]]``
+rules let anonymous callers read. What the caller may do on the repository is the access decision's
+(tokens.authz): a write it refuses is 403 DENIED naming the governing rule and the caller's role; a
+read it refuses is answered as if the repository did not exist (registry.visibility).
 """
 from __future__ import annotations
 
@@ -15,14 +18,16 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.urls import ResolverMatch
 
-from registry import errors
+from audit import log as audit
+from registry import errors, visibility
 from registry.proxy.routing import MIRROR_PATH_PREFIX
-from tokens import bearer, services
-from tokens.access import REQUIRED_ROLE, Access, Action, access_of, action_for
+from tokens import authz, bearer, robots, services
+from tokens.access import Access, Action, access_of, action_for
 from tokens.login import MalformedBasic, basic_credentials, password_login
 from tokens.principal import (
     ANONYMOUS,
     OPEN,
+    ROBOT_PREFIX,
     AuthAttempt,
     AuthenticatedHttpRequest,
     Mechanism,
@@ -45,12 +50,20 @@ class BadCredentials(Exception):
         self.mechanism = mechanism
 
 
-def _token_principal(token: str, mechanism: Mechanism) -> Principal:
+def _token_principal(request: AuthenticatedHttpRequest, token: str, mechanism: Mechanism) -> Principal:
     record = services.authenticate_token(token)
     if record is None:
+        audit.claim(request, "", audit.Kind.TOKEN, services.claimed_prefix(token))
         raise BadCredentials(mechanism, "unknown, expired or revoked token")
-    return Principal(name=record.owner, mechanism=mechanism, role=record.role,
-                     hash_prefix=record.hash_prefix)
+    return services.token_principal(record, mechanism)
+
+
+def _robot_principal(request: AuthenticatedHttpRequest, name: str, secret: str) -> Principal:
+    audit.claim(request, name, audit.Kind.ROBOT)
+    robot = robots.authenticate(name, secret)
+    if robot is None:
+        raise BadCredentials(Mechanism.ROBOT, "unknown, disabled or expired robot account, or a wrong secret")
+    return robots.principal(robot, Mechanism.ROBOT)
 
 
 def authenticate(request: AuthenticatedHttpRequest) -> Principal:
@@ -75,13 +88,18 @@ def authenticate(request: AuthenticatedHttpRequest) -> Principal:
                 return bearer.verify_access(value)
             except bearer.InvalidToken as exc:
                 raise BadCredentials(Mechanism.SIGNED_TOKEN, str(exc)) from None
-        return _token_principal(value, Mechanism.BEARER_TOKEN)
+        return _token_principal(request, value, Mechanism.BEARER_TOKEN)
     try:
         username, password = basic_credentials(value)
     except MalformedBasic as exc:
         raise BadCredentials(Mechanism.BASIC_USER, str(exc)) from None
+    if not username and not password:
+        # What skopeo and containerd send after a challenge when they have no credentials.
+        return ANONYMOUS
     if username == services.TOKEN_USERNAME:
-        return _token_principal(password, Mechanism.BASIC_TOKEN)
+        return _token_principal(request, password, Mechanism.BASIC_TOKEN)
+    if username.startswith(ROBOT_PREFIX):
+        return _robot_principal(request, username, password)
     if not password_login(request, username, password, Mechanism.BASIC_USER):
         raise BadCredentials(Mechanism.BASIC_USER, "invalid username or password")
     return user(username)
@@ -116,10 +134,8 @@ def unauthorized(request: HttpRequest, reason: str | None = None, scopes: list[b
                            WWW_Authenticate=challenge(request, scopes, error))
 
 
-def forbidden(request: HttpRequest, principal: Principal, action: Action) -> HttpResponse:
-    who = f"token {principal.hash_prefix}" if principal.is_token else principal.name
-    return _registry_error(request, errors.DENIED, f"{who} has role {principal.role or 'none'}; "
-                                                   f"{action.value} needs {REQUIRED_ROLE[action]}")
+def forbidden(request: HttpRequest, decision: authz.Decision) -> HttpResponse:
+    return _registry_error(request, errors.DENIED, decision.message)
 
 
 def throttled(request: HttpRequest, retry_after: int) -> HttpResponse:
@@ -146,7 +162,12 @@ class AuthenticationMiddleware:
     def __call__(self, request: AuthenticatedHttpRequest) -> HttpResponse:
         request.auth_attempt = None
         request.principal = ANONYMOUS if settings.AUTH_ENABLED else OPEN
-        response = self.get_response(request)
+        request.refusal = request.hidden = None
+        try:
+            response = self.get_response(request)
+        finally:
+            if request.hidden is not None:
+                visibility.unhide(request.hidden)
         if not settings.AUTH_ENABLED:
             return response
         match = request.resolver_match
@@ -187,18 +208,29 @@ class AuthenticationMiddleware:
             request.auth_attempt = _SUCCEEDED[principal.mechanism]
         if access is Access.OPTIONAL:
             return unauthorized(request) if not principal.is_authenticated and _is_docker_engine(request) else None
-        if not principal.is_authenticated:
-            return unauthorized(request)
         action = action_for(route, request.method)
-        if not principal.may(action):
-            return forbidden(request, principal, action)
+        name = match.kwargs.get("name") if match is not None else None
+        decision = authz.decide(principal, name, action)
+        hide = not decision.allowed and action is Action.PULL and name is not None
+        if not decision.allowed and not principal.is_authenticated:
+            return unauthorized(request)
+        if not decision.allowed:
+            request.refusal = decision
+            if not hide:
+                return forbidden(request, decision)
+            # The view runs as for a repository that does not exist: the same status, code and
+            # message, whatever the route (registry.visibility), and whatever a signed token's
+            # scope (the token endpoint grants nothing there, as for a repository that does not
+            # exist in a namespace one may not read; "absent" needs no scope).
+            assert name is not None
+            request.hidden = visibility.hide(name)
+            return None
         # A signed token allows only what it was issued for: a 401 names the scope to ask for. Other
         # credentials have no scope, and their requests need not parse the query string.
-        if not isinstance(principal, bearer.ScopedPrincipal):
-            return None
-        missing = bearer.missing_scopes(principal, route, match.kwargs if match is not None else {}, action,
-                                        request.GET, request.META.get(MIRROR_PATH_PREFIX, ""))
-        if missing:
-            return unauthorized(request, "the token's scope does not cover this request",
-                                scopes=missing, error="insufficient_scope")
+        if isinstance(principal, bearer.ScopedPrincipal):
+            missing = bearer.missing_scopes(principal, route, match.kwargs if match is not None else {}, action,
+                                            request.GET, request.META.get(MIRROR_PATH_PREFIX, ""))
+            if missing:
+                return unauthorized(request, "the token's scope does not cover this request",
+                                    scopes=missing, error="insufficient_scope")
         return None

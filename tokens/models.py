@@ -49,6 +49,27 @@ class Token(models.Model):
     # A database default too: the previous release, running during an upgrade, inserts rows
     # without it (they are stamped at their first use, as older ones are).
     owner_stamp = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # The repository globs the token is limited to, as a JSON list; empty: not limited.
+    repositories = models.TextField(blank=True, default="", db_default="")
 
     def __str__(self) -> str:
         return f"{self.digest[:16]} of {self.owner}"
+
+
+class Robot(models.Model):
+    """A robot account (tokens.robots): an identity for CI that belongs to no person. Its secret is
+    never stored, only its SHA-256; its scope is a role on the repositories its globs match."""
+
+    name = models.CharField(max_length=80, primary_key=True)  # robot$<name>
+    digest = models.CharField(max_length=64)
+    role = models.CharField(max_length=8)
+    repositories = models.TextField()  # a JSON list of globs
+    description = models.CharField(max_length=256, blank=True, default="")
+    created_by = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    rotated_at = models.DateTimeField(null=True)
+    disabled = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,8 +1,10 @@
 """Who is making a request, and how they proved it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest
 
@@ -15,6 +17,7 @@ class Mechanism(StrEnum):
 
     ANONYMOUS = "anonymous"  # none (or none looked at: a public endpoint)
     BASIC_USER = "basic"     # Authorization: Basic with an htpasswd user
+    ROBOT = "robot"          # Authorization: Basic with a robot account (robot$name and its secret)
     BASIC_TOKEN = "token"    # the username "token" and an API token: Basic, or /auth/token's password grant
     BEARER_TOKEN = "bearer"  # Authorization: Bearer <API token>
     # A token this registry signed (tokens.bearer): an access token from /auth/token as Bearer, or
@@ -27,12 +30,33 @@ class Mechanism(StrEnum):
     OTHER = "other"          # an Authorization scheme that is not supported (never a principal's)
 
 
+ROBOT_PREFIX = "robot$"  # robot accounts' names: never an htpasswd user's (tokens.robots)
+
+
+class Kind(StrEnum):
+    """What stands behind a request, as the access decision (tokens.authz) tells them apart."""
+
+    ANONYMOUS = "anonymous"
+    USER = "user"
+    TOKEN = "token"
+    ROBOT = "robot"
+
+
 @dataclass(frozen=True)
 class Principal:
     name: str
     mechanism: Mechanism
-    role: Role | None  # None: may do nothing (an anonymous caller with auth on)
+    # The credential's own cap: a token's or a robot's role, an htpasswd user's admin (the rules of
+    # [[access]] may give less, repository by repository: tokens.authz). None: may do nothing.
+    role: Role | None
     hash_prefix: str | None = None  # the API token's, for logs and errors (never the token)
+    # The repository globs a token or robot is limited to; None: not limited by its own scope.
+    repositories: tuple[str, ...] | None = None
+    # Groups an identity source gave at sign-in (tokens.groups adds those of the groups file).
+    groups: frozenset[str] = frozenset()
+    # What tokens.authz worked out for this principal, kept for the request (a principal is made
+    # per request): its groups, and its role on each repository asked about.
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def is_authenticated(self) -> bool:
@@ -52,10 +76,22 @@ class Principal:
             return None
         return self.hash_prefix if self.is_token else self.name
 
+    @cached_property  # asked several times for each decision; a principal lives for one request
+    def kind(self) -> Kind:
+        if not self.is_authenticated:
+            return Kind.ANONYMOUS
+        if self.is_token:
+            return Kind.TOKEN
+        return Kind.ROBOT if self.name.startswith(ROBOT_PREFIX) else Kind.USER
+
     def may(self, action: Action, repository: str | None = None) -> bool:
-        """The one access decision: whether this caller may do ``action``, on ``repository`` when it
-        is named (a signed token's scope limits it further: tokens.bearer.ScopedPrincipal)."""
-        return role_allows(self.role, action)
+        """Whether this caller may do ``action``: on ``repository`` as the access decision says
+        (tokens.authz), else as the credential's own role allows."""
+        if repository is None:
+            return role_allows(self.role, action)
+        from tokens import authz  # the decision reads principals: imported when first asked
+
+        return authz.allows(self, repository, action)
 
 
 # With authentication off every caller may do everything; with it on, an anonymous caller may
@@ -92,3 +128,11 @@ class AuthenticatedHttpRequest(HttpRequest):
     request_id: str  # ops.middleware
     principal: Principal  # tokens.middleware
     auth_attempt: AuthAttempt | None  # tokens.middleware or a password check; None: none checked
+    # The access decision that refused the request (a 403, or a read answered as absent); None when
+    # none did (tokens.middleware; the audit log records it).
+    refusal: Decision | None
+    hidden: object  # registry.visibility's token while the repository is hidden from this request
+
+
+if TYPE_CHECKING:
+    from tokens.authz import Decision

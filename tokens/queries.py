@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 from django.db import connection, transaction
 from django.db.models import Count
 
-from tokens.models import LoginFailure, LoginThrottle, Token
+from tokens.models import LoginFailure, LoginThrottle, Robot, Token
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -133,9 +133,11 @@ class TokenRow:
     created_at: datetime
     expires_at: datetime
     owner_stamp: str
+    repositories: str = ""  # a JSON list of globs; empty: not limited
 
 
-_TOKEN_FIELDS = ("digest", "owner", "role", "description", "created_at", "expires_at", "owner_stamp")
+_TOKEN_FIELDS = ("digest", "owner", "role", "description", "created_at", "expires_at", "owner_stamp",
+                 "repositories")
 
 
 def _rows(values: Iterable[tuple[Any, ...]]) -> list[TokenRow]:
@@ -162,14 +164,16 @@ def token(digest: str) -> TokenRow | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    digest, owner, role, description, created_at, expires_at, owner_stamp = row
-    return TokenRow(digest, owner, role, description, _moment(created_at), _moment(expires_at), owner_stamp)
+    digest, owner, role, description, created_at, expires_at, owner_stamp, repositories = row
+    return TokenRow(digest, owner, role, description, _moment(created_at), _moment(expires_at), owner_stamp,
+                    repositories)
 
 
 def save_token(row: TokenRow) -> None:
     Token.objects.update_or_create(digest=row.digest, defaults={
         "owner": row.owner, "role": row.role, "description": row.description,
-        "created_at": row.created_at, "expires_at": row.expires_at, "owner_stamp": row.owner_stamp})
+        "created_at": row.created_at, "expires_at": row.expires_at, "owner_stamp": row.owner_stamp,
+        "repositories": row.repositories})
 
 
 def stamp_token(digest: str, owner_stamp: str) -> bool:
@@ -209,3 +213,65 @@ def delete_tokens_expired_before(moment: datetime) -> int:
 
 def token_owners() -> set[str]:
     return set(Token.objects.values_list("owner", flat=True).distinct())
+
+
+# Robot accounts --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RobotRow:
+    name: str
+    digest: str
+    role: str
+    repositories: str  # a JSON list of globs
+    description: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime
+    rotated_at: datetime | None
+    disabled: bool
+
+
+_ROBOT_FIELDS = ("name", "digest", "role", "repositories", "description", "created_by", "created_at",
+                 "expires_at", "rotated_at", "disabled")
+
+
+@cache
+def _robot_sql() -> str:
+    table = connection.ops.quote_name(Robot._meta.db_table)
+    return f"SELECT {', '.join(_ROBOT_FIELDS)} FROM {table} WHERE name = %s"
+
+
+def robot(name: str) -> RobotRow | None:
+    """The robot's row: every request a robot makes asks, so the statement is prebuilt."""
+    with connection.cursor() as cursor:
+        cursor.execute(_robot_sql(), [name])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    name, digest, role, repositories, description, created_by, created_at, expires_at, rotated_at, disabled = row
+    return RobotRow(name, digest, role, repositories, description, created_by, _moment(created_at),
+                    _moment(expires_at), _moment(rotated_at) if rotated_at is not None else None, bool(disabled))
+
+
+def robots() -> list[RobotRow]:
+    return [RobotRow(*row) for row in Robot.objects.order_by("name").values_list(*_ROBOT_FIELDS)]
+
+
+def insert_robot(row: RobotRow) -> bool:
+    """Create the robot unless one of that name exists; whether it was created."""
+    created = Robot.objects.bulk_create([Robot(**{field: getattr(row, field) for field in _ROBOT_FIELDS})],
+                                        ignore_conflicts=True)
+    return bool(created) and Robot.objects.filter(name=row.name, digest=row.digest).exists()
+
+
+def set_robot_secret(name: str, digest: str, now: datetime) -> bool:
+    return bool(Robot.objects.filter(name=name).update(digest=digest, rotated_at=now))
+
+
+def set_robot_disabled(name: str, disabled: bool) -> bool:
+    return bool(Robot.objects.filter(name=name).update(disabled=disabled))
+
+
+def delete_robot(name: str) -> bool:
+    deleted, _ = Robot.objects.filter(name=name).delete()
+    return bool(deleted)

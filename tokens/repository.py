@@ -3,8 +3,9 @@
     <token_storage>/                  0700
         <64 hex digits of sha256>     0600  {"owner", "role", "description",
                                              "created_at", "expires_at", "hash",
-                                             "owner_stamp"}  (tokens.owner_stamp; absent
+                                             "owner_stamp",  (tokens.owner_stamp; absent
                                                               in records made before it)
+                                             "repositories"} (globs; absent: not limited)
         .<64 hex digits>.*.tmp        a write in progress (renamed into place when complete)
 
 The token itself is never stored. Looking a token up is one hash and one open(); every gunicorn
@@ -48,9 +49,10 @@ class StoredToken:
     created_at: datetime
     expires_at: datetime
     owner_stamp: str = UNSTAMPED  # the owner's htpasswd entry when it was made (tokens.owner_stamp)
+    repositories: tuple[str, ...] = ()  # the globs it is limited to; empty: not limited
 
     def to_json(self) -> str:
-        data = {
+        data: dict[str, Any] = {
             "owner": self.owner,
             "role": str(self.role),
             "description": self.description,
@@ -60,6 +62,8 @@ class StoredToken:
         }
         if self.owner_stamp != UNSTAMPED:
             data["owner_stamp"] = self.owner_stamp
+        if self.repositories:
+            data["repositories"] = list(self.repositories)
         return json.dumps(data, indent=1) + "\n"
 
 
@@ -135,8 +139,13 @@ def parse_record(digest: str, raw: bytes) -> StoredToken:
     owner_stamp = data.get("owner_stamp", UNSTAMPED)
     if not isinstance(owner_stamp, str) or (owner_stamp != UNSTAMPED and not STAMP.fullmatch(owner_stamp)):
         raise CorruptRecord("owner_stamp is not 64 hexadecimal digits")
+    repositories = data.get("repositories", [])
+    if not isinstance(repositories, list) or not all(isinstance(glob, str) and glob for glob in repositories):
+        # Never read as "not limited": a record that says it is limited and cannot say where is refused.
+        raise CorruptRecord("repositories is not a list of globs")
     return StoredToken(digest, owner, role, description,
-                       _timestamp(data, "created_at"), _timestamp(data, "expires_at"), owner_stamp)
+                       _timestamp(data, "created_at"), _timestamp(data, "expires_at"), owner_stamp,
+                       tuple(repositories))
 
 
 # Parsed records by path, each with the identity of the file it came from. A lookup still stats

@@ -6,6 +6,8 @@ stored; the first 16 hex digits of that hash (``hash_prefix``) name it in lists 
 A token lives only as long as its owner is the user of the htpasswd file it was made for, with the
 entry it had then (tokens.owner_stamp): one whose owner left the file, was added again or had their
 password changed is refused at once, listed as orphaned, and purged by ``manage.py purgetokens``.
+A token may be limited to ``repositories`` (globs); what it may do on a repository is the access
+decision's (tokens.authz): the least of its role, its repositories and its owner's role there.
 """
 from __future__ import annotations
 
@@ -25,9 +27,12 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError
 
+from audit import log as audit
+from registry.policies.globs import glob_regex
 from regsite import text
 from tokens import htpasswd, owner_stamp
 from tokens.access import DEFAULT_ROLE, ROLE_NAMES, Role
+from tokens.principal import ROBOT_PREFIX, Mechanism, Principal
 from tokens.db_repository import DatabaseTokenRepository
 from tokens.htpasswd import validate_username
 from tokens.repository import StoredToken, TokenRepository, TokenStore
@@ -41,6 +46,7 @@ HASH_PREFIX_LENGTH = 16
 DEFAULT_TTL_DAYS = 30
 MAX_TTL_DAYS = 3650
 MAX_DESCRIPTION = 256
+MAX_REPOSITORIES = 32
 TOKEN_USERNAME = "token"  # Basic credentials with this username carry a token as the password
 
 
@@ -67,6 +73,14 @@ class TooManyTokens(TokenError):
         self.message = str(self)
 
 
+class NotAllowed(TokenError):
+    """The signed-in user may not do this (manage robot accounts: admins only)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class TokenNotFound(TokenError):
     def __init__(self, hash_prefix: str) -> None:
         super().__init__(f"no token with hash_prefix {hash_prefix}")
@@ -86,6 +100,7 @@ class CreatedToken:
     created_at: datetime
     expires_at: datetime
     expires_in_days: int
+    repositories: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +111,7 @@ class CreatedToken:
             "created_at": _iso(self.created_at),
             "expires_at": _iso(self.expires_at),
             "expires_in_days": self.expires_in_days,
+            "repositories": list(self.repositories) or None,
         }
 
 
@@ -108,6 +124,7 @@ class TokenRecord:
     created_at: datetime
     expires_at: datetime
     owner_stamp: str = field(default=owner_stamp.UNSTAMPED, repr=False, compare=False)
+    repositories: tuple[str, ...] = ()
 
     @property
     def expired(self) -> bool:
@@ -124,7 +141,7 @@ class TokenRecord:
         # An earlier release stored descriptions holding lone surrogates: shown written out, so
         # that every page, list and terminal takes them.
         return cls(stored.digest[:HASH_PREFIX_LENGTH], stored.owner, stored.role, text.printable(stored.description),
-                   stored.created_at, stored.expires_at, stored.owner_stamp)
+                   stored.created_at, stored.expires_at, stored.owner_stamp, stored.repositories)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -135,7 +152,14 @@ class TokenRecord:
             "created_at": _iso(self.created_at),
             "expires_at": _iso(self.expires_at),
             "expired": self.expired,
+            "repositories": list(self.repositories) or None,
         }
+
+
+def token_principal(record: TokenRecord, mechanism: Mechanism) -> Principal:
+    """Who a request with this token is: its owner, capped by its role and repositories."""
+    return Principal(name=record.owner, mechanism=mechanism, role=record.role, hash_prefix=record.hash_prefix,
+                     repositories=record.repositories or None)
 
 
 _DATABASE = DatabaseTokenRepository()
@@ -168,6 +192,11 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", errors="surrogateescape")).hexdigest()
 
 
+def claimed_prefix(token: str) -> str:
+    """How the audit log names a token that was refused: its hash prefix, if it has a token's shape."""
+    return token_digest(token)[:HASH_PREFIX_LENGTH] if TOKEN_SHAPE.match(token) else ""
+
+
 def validate_owner(owner: Any) -> str:
     if not isinstance(owner, str):
         raise InvalidTokenRequest("username", "username must be a string")
@@ -177,6 +206,9 @@ def validate_owner(owner: Any) -> str:
         raise InvalidTokenRequest("username", f"username: {exc}") from None
     if owner == TOKEN_USERNAME:
         raise InvalidTokenRequest("username", f"username {TOKEN_USERNAME!r} is reserved for token logins")
+    if owner.startswith(ROBOT_PREFIX):
+        raise InvalidTokenRequest("username", f"names starting {ROBOT_PREFIX!r} are robot accounts', which hold "
+                                              "no tokens")
     return owner
 
 
@@ -206,19 +238,36 @@ def validate_description(description: Any) -> str:
     return description
 
 
+def validate_repositories(repositories: Any, field: str = "repositories") -> tuple[str, ...]:
+    """Globs such as ``team-a/*`` (as the [[access]] rules spell them); None or empty: not limited."""
+    if repositories is None:
+        return ()
+    if not isinstance(repositories, list) or not all(isinstance(glob, str) for glob in repositories):
+        raise InvalidTokenRequest(field, f"{field} must be a list of repository globs such as \"team-a/*\"")
+    if len(repositories) > MAX_REPOSITORIES:
+        raise InvalidTokenRequest(field, f"{field}: at most {MAX_REPOSITORIES} globs")
+    for glob in repositories:
+        try:
+            glob_regex(glob)
+        except ValueError as exc:
+            raise InvalidTokenRequest(field, f"{field}: invalid glob {glob[:100]!r}: {exc}") from None
+    return tuple(dict.fromkeys(repositories))
+
+
 def create_token(owner: str, role: Role | str = DEFAULT_ROLE, ttl_days: int = DEFAULT_TTL_DAYS,
-                 description: str = "") -> CreatedToken:
+                 description: str = "", repositories: list[str] | tuple[str, ...] | None = None) -> CreatedToken:
     owner = validate_owner(owner)
     role = validate_role(role)
     ttl_days = validate_ttl_days(ttl_days)
     description = validate_description(description)
+    globs = validate_repositories(list(repositories) if isinstance(repositories, tuple) else repositories)
     stamp = owner_stamp.current(owner, htpasswd.current_file().snapshot())
     if stamp is None:
         raise InvalidTokenRequest("username", f"no user {owner!r} in the htpasswd file")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     created_at = _now()
     stored = StoredToken(token_digest(token), owner, role, description, created_at,
-                         created_at + timedelta(days=ttl_days), stamp)
+                         created_at + timedelta(days=ttl_days), stamp, globs)
     repo = repository()
     # Counted, then saved: two creates at the very same moment could pass it together. The limit
     # bounds what one user can make the registry keep, not a security boundary.
@@ -229,8 +278,10 @@ def create_token(owner: str, role: Role | str = DEFAULT_ROLE, ttl_days: int = DE
         if repo.live_count_of(owner, created_at) >= settings.AUTH_MAX_TOKENS_PER_USER:
             raise TooManyTokens(owner, settings.AUTH_MAX_TOKENS_PER_USER)
     repo.save(stored)
-    return CreatedToken(token, stored.digest[:HASH_PREFIX_LENGTH], role, description, created_at,
-                        stored.expires_at, ttl_days)
+    prefix = stored.digest[:HASH_PREFIX_LENGTH]
+    audit.record("token.create", reference=prefix,
+                 detail=f"{role} token of {owner}, {ttl_days} days" + (f", on {', '.join(globs)}" if globs else ""))
+    return CreatedToken(token, prefix, role, description, created_at, stored.expires_at, ttl_days, globs)
 
 
 def list_tokens(owner: str | None = None) -> list[TokenRecord]:
@@ -317,6 +368,7 @@ def revoke_token(owner: str | None, hash_prefix: str) -> None:
         raise TokenNotFound(prefix)
     for stored in matches:
         repo.delete(stored.digest)
+        audit.record("token.revoke", reference=stored.digest[:HASH_PREFIX_LENGTH], detail=f"token of {stored.owner}")
 
 
 def authenticate_token(token: str) -> TokenRecord | None:

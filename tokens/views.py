@@ -1,4 +1,4 @@
-"""Token endpoints: JSON bodies carrying the username and password of an htpasswd user."""
+"""Token and robot endpoints: JSON bodies carrying the username and password of an htpasswd user."""
 from __future__ import annotations
 
 import functools
@@ -14,7 +14,8 @@ from tokens import services
 from tokens.access import DEFAULT_ROLE, public
 from tokens.login import password_login
 from tokens.principal import AuthenticatedHttpRequest
-from tokens.services import InvalidTokenRequest, TokenNotFound, TooManyTokens
+from tokens.robots import RobotExists, RobotNotFound
+from tokens.services import InvalidTokenRequest, NotAllowed, TokenNotFound, TooManyTokens
 from tokens.throttle import Throttled
 
 MAX_BODY_BYTES = 64 * 1024
@@ -117,6 +118,12 @@ def token_api(view: TokenView) -> Callable[[AuthenticatedHttpRequest], HttpRespo
             return error(400, exc.message, exc.field)
         except TokenNotFound as exc:
             return error(404, str(exc), "hash_prefix")
+        except RobotNotFound as exc:
+            return error(404, exc.message, "name")
+        except RobotExists as exc:
+            return error(409, exc.message, "name")
+        except NotAllowed as exc:
+            return error(403, exc.message)
         except Throttled as exc:
             return error(429, str(exc), Retry_After=str(exc.retry_after))
 
@@ -130,6 +137,7 @@ def create_token(request: AuthenticatedHttpRequest, body: dict[str, Any], userna
         role=body.get("role", DEFAULT_ROLE),
         ttl_days=body.get("ttl_days", services.DEFAULT_TTL_DAYS),
         description=body.get("description", ""),
+        repositories=body.get("repositories"),
     )
     return JsonResponse(created.as_dict(), status=201)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ops.openapi import registry_api, service_api
+from ops.openapi import access_api, registry_api, service_api
 from ops.openapi.components import Spec, components
 from regsite.version import version
 
@@ -17,16 +17,19 @@ HTTP_METHODS = ("get", "head", "post", "put", "patch", "delete")
 
 DESCRIPTION = """\
 A container-image registry speaking the OCI Distribution Spec v1.1 (Docker Registry v2), with
-htpasswd users and revocable API tokens.
+htpasswd users, revocable API tokens, robot accounts and per-namespace access rules.
 
 **Authentication** is off by default. When it is on, every endpoint except `/v2/`, `/`, `/health`,
-`/ready`, `/metrics`, `/ui/*`, `/api-docs/*` and the token endpoints (`/api/tokens*`, `/auth/token`)
-needs `Authorization: Basic` (an htpasswd user, or the username `token` with an API token as
-password) or `Authorization: Bearer` (an API token, or a signed token from `/auth/token`, held to
-its scope). A token's role limits it: read = pull, write = pull and push, admin = also delete.
+`/ready`, `/metrics`, `/ui/*`, `/api-docs/*` and the token endpoints (`/api/tokens*`, `/api/robots*`,
+`/auth/token`) needs `Authorization: Basic` (an htpasswd user, a robot account `robot$NAME` with its
+secret, or the username `token` with an API token as password) or `Authorization: Bearer` (an API
+token, or a signed token from `/auth/token`, held to its scope), except reads the `[[access]]` rules
+open to anonymous callers. A role per repository limits each caller (the `[[access]]` rules, a
+token's own role and repositories): read = pull, write = pull and push, admin = also delete.
 Refusals are 401 with the challenge of `[auth] challenge` (`Basic realm="svc-registry"`, or Docker's
 `Bearer realm=".../auth/token",service="svc-registry",scope="repository:<name>:pull,push"`) and an
-`error` text beside the OCI `errors` envelope, or 403 `DENIED`; the envelope's `message` says why.
+`error` text beside the OCI `errors` envelope, or 403 `DENIED` naming the governing rule and the
+caller's role; a read the caller may not make answers as for a repository that does not exist.
 
 Every GET also answers HEAD. Every response carries `X-Request-ID` (the request's own, or generated).
 Repository names may contain slashes (`team/app`); they are sent unencoded inside the path.
@@ -38,6 +41,7 @@ def document() -> Spec:
     paths: dict[str, Spec] = {
         **registry_api.paths(),
         **service_api.token_paths(),
+        **access_api.paths(),
         **service_api.ops_paths(),
         **service_api.ui_paths(),
     }
@@ -54,8 +58,13 @@ def document() -> Spec:
         # Optional: the empty requirement is what a registry with authentication off accepts.
         "security": [{}, {"basic": []}, {"bearer": []}],
         "paths": paths,
-        "components": components(),
+        "components": _components(),
     }
+
+
+def _components() -> Spec:
+    found = components()
+    return {**found, "schemas": {**found["schemas"], **access_api.SCHEMAS}}
 
 
 @dataclass(frozen=True)

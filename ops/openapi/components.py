@@ -55,6 +55,17 @@ def _string(description: str, **extra: Any) -> Spec:
     return {"type": "string", "description": description, **extra}
 
 
+REPOSITORY_GLOBS: Spec = {
+    "type": ["array", "null"], "maxItems": 32, "default": None,
+    "items": _string("A repository glob as the [[access]] rules spell them: `*` within a path component, `**` "
+                     "across them.", minLength=1, maxLength=255),
+    "description": "Limit the token to these repositories (it may do nothing elsewhere). Whatever they "
+                   "say, a token never does more than its role, nor more than its owner may at the time of use.",
+}
+LIMITED_TO: Spec = {"type": ["array", "null"], "items": {"type": "string"},
+                    "description": "The repository globs the token is limited to; null: not limited."}
+
+
 SCHEMAS: dict[str, Spec] = {
     "ErrorEnvelope": {
         "type": "object",
@@ -188,11 +199,12 @@ SCHEMAS: dict[str, Spec] = {
                     "role": {"type": "string", "enum": list(ROLE_NAMES), "default": DEFAULT_ROLE.value},
                     "ttl_days": {"type": "integer", "minimum": 1, "maximum": 3650, "default": 30},
                     "description": _string("A free-text label.", maxLength=256, default=""),
+                    "repositories": REPOSITORY_GLOBS,
                 },
             },
         ],
         "example": {"username": "alice", "password": "correct horse", "role": "write",
-                    "ttl_days": 90, "description": "CI pipeline"},
+                    "ttl_days": 90, "description": "CI pipeline", "repositories": ["team-a/app"]},
     },
     "TokenCreated": {
         "type": "object",
@@ -205,6 +217,7 @@ SCHEMAS: dict[str, Spec] = {
             "description": {"type": "string"},
             "created_at": {"type": "string", "format": "date-time"},
             "expires_at": {"type": "string", "format": "date-time"},
+            "repositories": LIMITED_TO,
         },
         "example": {"token": EXAMPLE_TOKEN, "expires_in_days": 90, "role": "write",
                     "hash_prefix": EXAMPLE_PREFIX, "description": "CI pipeline",
@@ -221,6 +234,7 @@ SCHEMAS: dict[str, Spec] = {
             "created_at": {"type": "string", "format": "date-time"},
             "expires_at": {"type": "string", "format": "date-time"},
             "expired": {"type": "boolean"},
+            "repositories": LIMITED_TO,
         },
     },
     "TokenList": {

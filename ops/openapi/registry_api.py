@@ -210,10 +210,12 @@ def _upload_session() -> Spec:
                                  "transfer encoding to stream the blob."),
         "put": _op("Complete an upload", "completeUpload",
                    {"201": _created("Blob stored."), "416": ref("responses", "RegistryError"),
+                    "503": ref("responses", "RegistryError"),
                     "507": ref("responses", "RegistryError"), **_errors(400, 404, denied="DeniedOrQuota")},
                    parameters=[digest, content_range], request_body={"required": False, "content": BINARY},
                    description="Optionally with a last chunk. 400 DIGEST_INVALID when the data does not "
-                               "match `digest`; the session is then discarded."),
+                               "match `digest`; the session is then discarded. 503 with Retry-After while "
+                               "another request of the upload is in progress: send the PUT again."),
         "delete": _op("Cancel an upload", "cancelUpload", {"204": response("Cancelled."), **not_found}),
     }
 

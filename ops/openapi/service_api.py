@@ -225,6 +225,22 @@ def ui_paths() -> dict[str, Spec]:
                              ("get", "post")),
         "/ui/tokens/revoke": _page("Revoke one of the user's tokens", "uiRevoke", "HTML form action.", ("post",)),
         "/ui/notifications/": _page("Webhook endpoints: state, pending events, totals, last error",
-                                    "uiNotifications", browse),
+                                    "uiNotifications", browse + " Admins only."),
+        "/ui/replication/": _page("Replication policies: backlog, totals, last error, latest runs",
+                                  "uiReplication", browse + " Admins only."),
+        "/ui/access/": _page("The namespaces the user may use, with their role; for admins, who may read, write "
+                             "and delete a repository and why", "uiAccess", "HTML; `?repository=` for admins.",
+                             parameters=[_query("repository", "A repository to explain (admins).")]),
+        "/ui/robots/": _page("Robot accounts: list and create (admins)", "uiRobots", "HTML form.", ("get", "post")),
+        "/ui/robots/action": _page("Disable, enable, rotate or delete a robot account (admins)", "uiRobotAction",
+                                   "HTML form action.", ("post",)),
+        "/ui/audit/": _page("The audit log, newest first, with filters (admins)", "uiAudit", "HTML.", parameters=[
+            _query(name, description) for name, description in (
+                ("actor", "A user's or robot's name, or a token's hash prefix."),
+                ("repository", "A repository, or a namespace ending in /."),
+                ("action", "push, tag.move, delete, sign-in, token.create, ..."),
+                ("outcome", "success, denied, failed or throttled."),
+                ("since", "A time, or an age such as 24h or 7d."),
+                ("before", "Events older than this id (the next page)."))]),
         "/ui/{rest}": _page("Any other path under /ui/", "uiUnknown", "An HTML 404 page.", parameters=[rest]),
     }

@@ -1,7 +1,10 @@
 """Who is looking at the UI and what they may do; the decorator every UI view wears.
 
 /ui/* is public at the middleware level, so the UI enforces its own sign-in: with auth on, nothing of
-the registry is shown until an htpasswd user signs in. The session is a row in the database (its
+the registry is shown until an htpasswd user signs in. What a signed-in user sees and may do is the
+access decision's (tokens.authz), as on the registry API: lists hold only what they may read, a
+repository they may not read is "not found" exactly as one that does not exist, and admin pages
+(robots, the audit log, the access view) are for admins. The session is a row in the database (its
 cookie holds only its random key), so signing out ends it on the server; only the UI uses it, so the
 session middleware is applied to these views alone and registry clients never get a cookie. Every UI
 view is CSRF-protected (the CSRF middleware is not global: registry clients PUT without tokens). On
@@ -12,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 from urllib.parse import urlencode
 
@@ -28,12 +31,13 @@ from django.utils.decorators import decorator_from_middleware
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_protect
 
+from registry import visibility
 from registry.services import exceptions as exc
 from regsite.forwarded import public_host
 from regsite.version import version
-from tokens import htpasswd
-from tokens.access import public
-from tokens.principal import AuthenticatedHttpRequest
+from tokens import authz, htpasswd
+from tokens.access import Action, public
+from tokens.principal import ANONYMOUS, OPEN, AuthenticatedHttpRequest, Mechanism, Principal, user
 
 log = logging.getLogger(__name__)
 View = Callable[..., HttpResponse]
@@ -62,6 +66,8 @@ class Viewer:
     username: str | None
     auth_enabled: bool
     delete_enabled: bool
+    # Who the access decision judges: the signed-in user, anyone with auth off, or nobody.
+    principal: Principal = field(default=OPEN, compare=False)
 
     @property
     def signed_in(self) -> bool:
@@ -73,8 +79,25 @@ class Viewer:
 
     @property
     def can_delete(self) -> bool:
-        # htpasswd users are full admins; with auth off the registry itself lets anyone delete.
+        """Whether deleting is possible at all here; may_delete says where."""
         return self.can_browse and self.delete_enabled
+
+    @property
+    def is_admin(self) -> bool:
+        return self.can_browse and authz.is_admin(self.principal)
+
+    def may(self, repository: str, action: Action) -> authz.Decision:
+        return authz.decide(self.principal, repository, action)
+
+    def may_read(self, repository: str) -> bool:
+        return self.can_browse and self.may(repository, Action.PULL).allowed
+
+    def may_delete(self, repository: str) -> bool:
+        return self.can_delete and self.may(repository, Action.DELETE).allowed
+
+    @property
+    def visible(self) -> visibility.Visible:
+        return authz.visible(self.principal) if self.can_browse else visibility.NOTHING
 
 
 class UiRequest(AuthenticatedHttpRequest):
@@ -107,11 +130,12 @@ def _signed_in_user(session: Any) -> str | None:
 
 def viewer_for(request: HttpRequest) -> Viewer:
     session = getattr(request, "session", None)
-    return Viewer(
-        _signed_in_user(session) if session is not None else None,
-        settings.AUTH_ENABLED,
-        settings.REGISTRY_DELETE_ENABLED,
-    )
+    username = _signed_in_user(session) if session is not None else None
+    if not settings.AUTH_ENABLED:
+        principal = OPEN
+    else:
+        principal = user(username, Mechanism.PASSWORD) if username is not None else ANONYMOUS
+    return Viewer(username, settings.AUTH_ENABLED, settings.REGISTRY_DELETE_ENABLED, principal)
 
 
 def sign_in(request: HttpRequest, username: str) -> None:
@@ -159,7 +183,7 @@ def page(request: HttpRequest, template: str, context: dict[str, Any] | None = N
          status: int = 200) -> HttpResponse:
     viewer = getattr(request, "viewer", None) or viewer_for(request)
     base = {"viewer": viewer, "registry_host": _registry_host(request), "registry_version": version(),
-            "notifications_on": bool(settings.NOTIFICATIONS)}
+            "notifications_on": bool(settings.NOTIFICATIONS), "replication_on": bool(settings.REPLICATION)}
     text = render_to_string(f"ui/{template}", {**base, **(context or {})}, request)
     # Text that is not Unicode (a lone surrogate such as \ud800 in a pushed image config, or in a
     # manifest stored before pushes refused it) is written out rather than failing the whole page.
@@ -200,9 +224,10 @@ def registry_error_page(request: HttpRequest, error: exc.RegistryError) -> HttpR
     return error_page(request, 400, "The registry refused this request", error.message)
 
 
-def ui_view(*methods: str, browse: bool = True, account: bool = False) -> Callable[[View], View]:
+def ui_view(*methods: str, browse: bool = True, account: bool = False, admin: bool = False) -> Callable[[View], View]:
     """``browse``: shows registry content, so needs sign-in when auth is on.
-    ``account``: belongs to a user (tokens), so needs sign-in even with auth off."""
+    ``account``: belongs to a user (tokens), so needs sign-in even with auth off.
+    ``admin``: for admins only (tokens.authz.is_admin)."""
     allowed = set(methods or ("GET",))
     allowed |= {"HEAD"} if "GET" in allowed else set()
 
@@ -217,6 +242,9 @@ def ui_view(*methods: str, browse: bool = True, account: bool = False) -> Callab
                 return response
             if (browse and not viewer.can_browse) or (account and not viewer.signed_in):
                 return sign_in_redirect(request)
+            if admin and not viewer.is_admin:
+                return error_page(request, 403, "For admins only",
+                                  "Only the registry's admins ([auth] admins in its configuration) see this page.")
             try:
                 return view(request, *args, **kwargs)
             except exc.RegistryError as error:

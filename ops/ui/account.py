@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from ops.ui import access
 from ops.ui.access import UiRequest, error_page, page, ui_view
-from ops.ui.forms import RevokeForm, SignInForm, TokenForm
+from ops.ui.forms import RevokeForm, SignInForm, TokenForm, globs
 from tokens import services
 from tokens.access import Role
 from tokens.login import password_login
@@ -67,7 +67,8 @@ def tokens(request: UiRequest) -> HttpResponse:
         if form.is_valid():
             data = form.cleaned_data
             try:
-                created = services.create_token(owner, data["role"], data["ttl_days"], data["description"])
+                created = services.create_token(owner, data["role"], data["ttl_days"], data["description"],
+                                                globs(data["repositories"]))
                 form = TokenForm()
             except InvalidTokenRequest as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)

@@ -11,10 +11,17 @@ class SignInForm(forms.Form):
     password = forms.CharField(max_length=1024, strip=False, widget=forms.PasswordInput)
 
 
+def globs(text: str) -> list[str] | None:
+    """Repository globs typed one per line, or separated by commas or spaces; None for none."""
+    found = [glob for glob in text.replace(",", " ").split() if glob]
+    return found or None
+
+
 class TokenForm(forms.Form):
     role = forms.CharField(initial=DEFAULT_ROLE.value)
     ttl_days = forms.IntegerField(initial=30, label="Lifetime (days)")
     description = forms.CharField(required=False, max_length=1024)
+    repositories = forms.CharField(required=False, max_length=8192, widget=forms.Textarea)
 
 
 class RevokeForm(forms.Form):

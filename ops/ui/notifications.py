@@ -7,6 +7,6 @@ from notifications.status import statuses
 from ops.ui.access import page, ui_view
 
 
-@ui_view("GET")
+@ui_view("GET", admin=True)
 def endpoints(request: HttpRequest) -> HttpResponse:
     return page(request, "notifications.html", {"nav": "notifications", "endpoints": statuses()})

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any, Iterable
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Max
+from django.db.models import Max, Q
 
 from ops.ui import tallies
 from ops.ui.manifests import summarize
@@ -20,10 +20,11 @@ from registry.digests import is_digest_like
 from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
 from registry.models import Blob, Manifest, ManifestReference, Tag
 from registry.policies.immutable import immutable_tags
-from registry.queries import byte_order
+from registry.queries import byte_order, visible_names
 from registry.services.common import check_tag, get_repository, parse_digest
 from registry.services.exceptions import ManifestUnknown
 from registry.services.referrers import referrer_rows
+from registry.visibility import EVERYTHING, Visible
 
 PAGE_SIZE = 50
 RECENT_TAGS = 10
@@ -129,10 +130,20 @@ def artifact_type(stored: str) -> str:
     return "" if stored in IMAGE_CONFIG_TYPES else stored
 
 
-def overview() -> Overview:
-    totals = tallies.figures("registry", shared.registry_totals, tallies.registry_is_small())
+def overview(visible: Visible = EVERYTHING) -> Overview:
+    """Totals and the latest pushes, of the repositories ``visible`` holds (those the viewer may read).
+
+    The totals are the registry's tally when the viewer sees everything; otherwise they are counted
+    over the visible repositories alone (registry.queries.visible_totals: a look at every
+    repository's name, then their own rows) and, in a big registry, tallied per set of visible
+    names like the registry's, so a page reads the last count."""
+    within = visible_names(visible)
+    totals = _totals(visible, within)
+    tags = Tag.objects.all()
+    if within is not None:
+        tags = tags.filter(repository_id__in=shared.with_content().filter(within).values("id"))
     recent = (  # tag_recent_idx, newest first
-        Tag.objects.order_by("-updated_at", "-id")
+        tags.order_by("-updated_at", "-id")
         .values_list("repository__name", "name", "manifest__digest", "manifest__media_type", "updated_at")
     )
     data = totals.data
@@ -141,6 +152,15 @@ def overview() -> Overview:
         stored_bytes=data["bytes"], recent=[RecentTag(*row) for row in recent[:RECENT_TAGS]],
         counted_at=totals.counted_at,
     )
+
+
+def _totals(visible: Visible, within: Q | None) -> tallies.Figures:
+    """The totals of what ``visible`` (``within``, its condition) holds: the registry's tally when it
+    is everything, else a tally of those repositories alone."""
+    small = tallies.registry_is_small()
+    if within is None:
+        return tallies.figures("registry", shared.registry_totals, small)
+    return tallies.figures(tallies.visible_key(visible), partial(shared.visible_totals, within), small)
 
 
 class _Counted(Paginator):
@@ -154,16 +174,19 @@ class _Counted(Paginator):
 SEARCH_COUNT = 10_000  # matches counted for a search, at most (each costs a look at a name)
 
 
-def repositories(search: str, page_number: Any, sort: str = "name"
+def repositories(search: str, page_number: Any, sort: str = "name", visible: Visible = EVERYTHING
                  ) -> tuple[Page, list[RepositoryRow], datetime | None]:
-    """A page of the repositories with content, their rows, and when the total was counted (None:
-    now; a search counts its matches, up to SEARCH_COUNT + 1)."""
+    """A page of the ``visible`` repositories with content, their rows, and when the total was
+    counted (None: now; a search counts its matches, up to SEARCH_COUNT + 1)."""
     query, counted_at = shared.with_content(), None
+    within = visible_names(visible)
+    if within is not None:
+        query = query.filter(within)
     if search:
         query = query.filter(name__icontains=search)
-        count = shared.repositories_matching(search, SEARCH_COUNT + 1)
+        count = shared.repositories_matching(search, SEARCH_COUNT + 1, within)
     else:
-        totals = tallies.figures("registry", shared.registry_totals, tallies.registry_is_small())
+        totals = _totals(visible, within)
         count, counted_at = totals.data["repositories"], totals.counted_at
     if sort == "recent":
         query = query.order_by("-pushed_at", "-id")  # repository_pushed_idx

@@ -9,6 +9,7 @@ count and says when it was made.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from django.db import connection
 from django.utils import timezone
 
 from registry import queries
+from registry.visibility import Visible
 
 FRESH = timedelta(minutes=5)
 COUNTING = timedelta(minutes=10)  # how long a count may take before another process tries again
@@ -65,6 +67,12 @@ def _recount_in_background(name: str, count: Callable[[], dict[str, Any]]) -> No
             connection.close()  # this thread's own connection
 
     threading.Thread(target=recount, name=f"tally {name}", daemon=True).start()
+
+
+def visible_key(visible: Visible) -> str:
+    """The tally of what a set of visible names holds: one per distinct set of access rules that
+    decides it, not per viewer (the rules' regular expressions, hashed to fit a name)."""
+    return "visible:" + hashlib.sha256(repr(visible.parts).encode()).hexdigest()
 
 
 def registry_is_small() -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from ops.ui import account, notifications, views
+from ops.ui import account, admin, namespaces, notifications, replication, views
 
 app_name = "ui"
 NAME = r"(?P<name>[a-z0-9][^?#]*?)"
@@ -21,5 +21,10 @@ urlpatterns = [
     path("tokens/", account.tokens, name="tokens"),
     path("tokens/revoke", account.revoke, name="revoke"),
     path("notifications/", notifications.endpoints, name="notifications"),
+    path("access/", namespaces.access, name="access"),
+    path("robots/", admin.robot_list, name="robots"),
+    path("robots/action", admin.robot_action, name="robot-action"),
+    path("audit/", admin.audit_log, name="audit"),
+    path("replication/", replication.policies, name="replication"),
     re_path(r"^(?P<rest>.*)$", views.unknown_page, name="unknown"),
 ]

@@ -9,6 +9,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
+from audit import log as audit
 from ops.ui import policies, queries
 from ops.ui.access import UiRequest, error_page, not_found, page, ui_view
 from ops.ui.configs import read_config
@@ -20,7 +21,8 @@ from registry.policies.immutable import immutable_tags
 from registry.names import is_valid_name, is_valid_tag
 from registry.proxy.mirrors import find as find_mirror
 from registry.services import manifests, repositories
-from registry.services.exceptions import DeleteDisabled
+from registry.services.exceptions import DeleteDisabled, NameUnknown
+from tokens.access import Action
 
 
 def _deleted(request: HttpRequest, valid: Callable[[str], bool]) -> str:
@@ -58,16 +60,18 @@ def _refuse_mirror(name: str) -> None:
 
 
 @ui_view("GET")
-def home(request: HttpRequest) -> HttpResponse:
-    return page(request, "home.html", {"nav": "home", "overview": queries.overview(),
-                                       "quotas": policies.all_quotas()})
+def home(request: UiRequest) -> HttpResponse:
+    visible = request.viewer.visible
+    # Quota usage adds up repositories across the registry: shown to those who may read them all.
+    return page(request, "home.html", {"nav": "home", "overview": queries.overview(visible),
+                                       "quotas": policies.all_quotas() if visible.everything else []})
 
 
 @ui_view("GET")
-def repository_list(request: HttpRequest) -> HttpResponse:
+def repository_list(request: UiRequest) -> HttpResponse:
     search = request.GET.get("q", "").strip()[:255]
     sort = _choice(request, "sort", ("name", "recent"))
-    listing, rows, counted_at = queries.repositories(search, request.GET.get("page"), sort)
+    listing, rows, counted_at = queries.repositories(search, request.GET.get("page"), sort, request.viewer.visible)
     more = queries.SEARCH_COUNT if search and listing.paginator.count > queries.SEARCH_COUNT else 0
     return page(request, "repositories.html", {
         "nav": "repositories", "page": listing, "rows": rows, "q": search, "sort": sort, "more": more,
@@ -77,7 +81,8 @@ def repository_list(request: HttpRequest) -> HttpResponse:
 
 
 @ui_view("GET")
-def repository_detail(request: HttpRequest, name: str) -> HttpResponse:
+def repository_detail(request: UiRequest, name: str) -> HttpResponse:
+    _readable(request, name)
     info = queries.repository(name)
     sort = _choice(request, "sort", ("recent", "name"))
     listing, tags = queries.tags(info, request.GET.get("page"), sort)
@@ -90,12 +95,13 @@ def repository_detail(request: HttpRequest, name: str) -> HttpResponse:
         "untagged_total": untagged_total, "untagged_all": untagged_all, "untagged": untagged,
         "untagged_scan": queries.UNTAGGED_SCAN,
         "deleted": _deleted(request, _deleted_reference), "rules": policies.for_repository(info.name),
-        "mirror": _mirror(name, info.id),
+        "mirror": _mirror(name, info.id), "may_delete": request.viewer.may_delete(name),
     })
 
 
 @ui_view("GET")
-def manifest_detail(request: HttpRequest, name: str, reference: str) -> HttpResponse:
+def manifest_detail(request: UiRequest, name: str, reference: str) -> HttpResponse:
+    _readable(request, name)
     info = queries.manifest(name, reference)
     summary = summarize(info.body, info.media_type)
     config = read_config(name, summary.config, summary.layers) if summary.config and summary.is_image else None
@@ -114,6 +120,7 @@ def manifest_detail(request: HttpRequest, name: str, reference: str) -> HttpResp
                      for c in children],
         "subject_stored": summary.subject in linked,
         "immutable_tags": sorted(immutable_tags(name, info.tags)), "mirror": _mirror(name),
+        "may_delete": request.viewer.may_delete(name),
     })
 
 
@@ -122,11 +129,17 @@ def delete_manifest(request: UiRequest, name: str, reference: str) -> HttpRespon
     """GET asks for confirmation; POST deletes. A tag deletes only the tag, a digest the manifest."""
     if not request.viewer.can_delete:
         raise DeleteDisabled("deletes are disabled")
+    _readable(request, name)
+    refused = _may_not_delete(request, name, reference)
+    if refused is not None:
+        return refused
     _refuse_mirror(name)
     info = queries.manifest(name, reference)
     by_digest = is_digest_like(reference)
     if request.method == "POST":
         manifests.delete(name, reference, settings.REGISTRY_DELETE_ENABLED)
+        audit.record("delete" if by_digest else "tag.delete", repository=name,
+                     reference="" if by_digest else reference, digest=info.digest, detail="from the web UI")
         done = f"manifest {info.digest}" if by_digest else f"tag {reference}"
         target = reverse("ui:repository", args=[name])
         return HttpResponseRedirect(f"{target}?{urlencode({'deleted': done})}")
@@ -141,16 +154,38 @@ def delete_repository(request: UiRequest, name: str) -> HttpResponse:
     """GET asks for the name to be typed again; POST with it deletes the whole repository."""
     if not request.viewer.can_delete:
         raise DeleteDisabled("deletes are disabled")
+    _readable(request, name)
+    refused = _may_not_delete(request, name)
+    if refused is not None:
+        return refused
     _refuse_mirror(name)
     info = queries.repository(name)
     form = RepositoryDeleteForm(request.POST if request.method == "POST" else None)
     if form.is_valid():
         if form.cleaned_data["confirm_name"] == info.name:
-            repositories.delete_repository(info.name)
+            deleted = repositories.delete_repository(info.name)
+            audit.record("repository.delete", repository=info.name,
+                         detail=f"{deleted.tags} tags, {deleted.manifests} manifests, from the web UI")
             return HttpResponseRedirect(f"{reverse('ui:repositories')}?{urlencode({'deleted': info.name})}")
         form.add_error("confirm_name", "That is not the repository's name.")
     return page(request, "confirm_delete_repository.html",
                 {"nav": "repositories", "repo": info, "form": form}, 400 if form.errors else 200)
+
+
+def _readable(request: UiRequest, name: str) -> None:
+    """A repository the viewer may not read is not found, as one that does not exist."""
+    if not request.viewer.may_read(name):
+        raise NameUnknown(f"repository {name!r} not known to registry")
+
+
+def _may_not_delete(request: UiRequest, name: str, reference: str = "") -> HttpResponse | None:
+    """The 403 page of a delete the access decision refuses (recorded in the audit log)."""
+    decision = request.viewer.may(name, Action.DELETE)
+    if decision.allowed:
+        return None
+    audit.record("delete", repository=name, reference=reference, outcome=audit.Outcome.DENIED,
+                 detail=decision.message)
+    return error_page(request, 403, "Not allowed to delete here", decision.message)
 
 
 @ui_view("GET", "POST", "PUT", "PATCH", "DELETE", browse=False)

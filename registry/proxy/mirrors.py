@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from registry import visibility
 from registry.services.exceptions import NameUnknown, ReadOnlyNamespace
 
 
@@ -105,7 +106,8 @@ def find(name: str) -> Mirror | None:
 
 
 def mirrored(name: str) -> bool:
-    return find(name) is not None
+    # A repository the caller may not read is answered as absent here, not fetched (registry.visibility).
+    return find(name) is not None and not visibility.hidden(name)
 
 
 def for_host(host: str) -> Mirror | None:

@@ -21,24 +21,20 @@ a pull meanwhile is answered from the cache (or refused) at once instead of afte
 """
 from __future__ import annotations
 
-import base64
-import json
 import logging
-import re
-import threading
 import time
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import urllib3
 from urllib3.exceptions import HTTPError as TransportError
 from urllib3.util import Retry, Timeout
 
 from registry.media_types import MANIFEST_TYPES
-from registry.proxy import deadline, metrics
+from registry.proxy import auth, deadline, metrics
+from registry.proxy.auth import TOKEN_LIMIT, discard
 from registry.proxy.mirrors import Mirror
 from registry.services.exceptions import (
     UpstreamError,
@@ -58,8 +54,6 @@ RETRY_AFTER = 30
 # to a CDN) are followed, and urllib3 drops the Authorization header when one changes host.
 _RETRIES = Retry(total=8, connect=0, read=1, status=0, other=0, redirect=5, raise_on_redirect=True,
                  raise_on_status=False)
-_CHALLENGE_PARAM = re.compile(r'([A-Za-z_]+)\s*=\s*"([^"]*)"')
-TOKEN_LIMIT = 1024 * 1024  # a token service's answer, read whole
 
 
 @lru_cache(maxsize=1)
@@ -67,34 +61,7 @@ def _pool() -> urllib3.PoolManager:
     return deadline.pool_manager(num_pools=16, maxsize=32, block=False, retries=_RETRIES)
 
 
-class _Credentials:
-    """Authorization headers accepted by each upstream: Basic for all its scopes (key scope ""),
-    a Bearer token per scope until shortly before it expires."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._headers: dict[tuple[str, str], tuple[str, float]] = {}
-
-    def get(self, prefix: str, scope: str) -> str | None:
-        now = time.monotonic()
-        with self._lock:
-            for key in ((prefix, scope), (prefix, "")):
-                found = self._headers.get(key)
-                if found is not None and found[1] > now:
-                    return found[0]
-        return None
-
-    def put(self, prefix: str, scope: str, header: str, seconds: float) -> None:
-        with self._lock:
-            self._headers[(prefix, scope)] = (header, time.monotonic() + seconds)
-
-    def forget(self, prefix: str) -> None:
-        with self._lock:
-            for key in [key for key in self._headers if key[0] == prefix]:
-                del self._headers[key]
-
-
-_CREDENTIALS = _Credentials()
+_CREDENTIALS = auth.Credentials()
 _DOWN_UNTIL: dict[str, float] = {}
 
 
@@ -103,27 +70,6 @@ class FetchedManifest:
     body: bytes
     content_type: str
     digest: str  # the upstream's Docker-Content-Digest header, "" when it sent none
-
-
-def _retry_after(response: Any, default: int) -> int:
-    value = (response.headers.get("Retry-After") or "").strip()
-    if value.isdigit():
-        seconds = int(value)
-    else:
-        try:
-            seconds = int(parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            seconds = default
-    return min(max(seconds, 1), 3600)
-
-
-def discard(response: Any) -> None:
-    """Give a response's connection back, closing it first when its body was not read to the end."""
-    try:
-        if not response.isclosed():
-            response.close()
-    finally:
-        response.release_conn()
 
 
 # Bytes of an answer that earn it one more second past total_timeout (see Upstream._earn).
@@ -238,14 +184,13 @@ class Upstream:
         return self._send(method, path, name, headers, retried=True)
 
     def _authorize(self, challenge: str, scope: str) -> None:
-        scheme, _, rest = challenge.strip().partition(" ")
-        params = dict(_CHALLENGE_PARAM.findall(rest))
-        if scheme.lower() == "basic":
+        scheme, params = auth.parse_challenge(challenge)
+        if scheme == "basic":
             if not self.mirror.username:
                 raise self._failed(f"the upstream {self.mirror.upstream} asks for credentials and "
                                    f"[[proxy]] {self.mirror.prefix} has none")
             _CREDENTIALS.put(self.mirror.prefix, "", self._basic(), 24 * 3600.0)
-        elif scheme.lower() == "bearer" and params.get("realm"):
+        elif scheme == "bearer" and params.get("realm"):
             token, seconds = self._token(params["realm"], params.get("service", ""), params.get("scope") or scope)
             _CREDENTIALS.put(self.mirror.prefix, scope, f"Bearer {token}", seconds)
         else:
@@ -265,33 +210,25 @@ class Upstream:
             raise self._lost(exc) from None
 
     def _trusts(self, realm: str) -> bool:
-        """Whether the token service at ``realm`` may have the credentials: the upstream's own host,
-        or one of ``realm_hosts``; plain http for an https upstream only as ``http://host`` there."""
-        url, upstream = urlsplit(realm), urlsplit(self.mirror.url)
-        host, listed = (url.hostname or "").lower(), self.mirror.realm_hosts
-        if url.scheme == "http" and upstream.scheme == "https":
-            return f"http://{host}" in listed
-        return host == (upstream.hostname or "").lower() or host in listed or f"http://{host}" in listed
+        return auth.trusts_realm(realm, self.mirror.url, self.mirror.realm_hosts)
 
     def _basic(self) -> str:
-        pair = f"{self.mirror.username}:{self.mirror.password}".encode()
-        return "Basic " + base64.b64encode(pair).decode("ascii")
+        return auth.basic(self.mirror.username, self.mirror.password)
 
     def _token(self, realm: str, service: str, scope: str) -> tuple[str, float]:
         """A token from the realm of a Bearer challenge and the seconds it may be used."""
         if urlsplit(realm).scheme not in ("http", "https"):
             raise self._failed(f"the upstream {self.mirror.upstream} names a token service that is not HTTP")
-        query = urlencode([(key, value) for key, value in (("service", service), ("scope", scope)) if value])
         withheld = bool(self.mirror.username) and not self._trusts(realm)
         if withheld:
             log.warning("pull-through cache %s: the upstream %s names the token service %s, which is neither "
                         "its own host nor in realm_hosts: asking it without the credentials",
-                        self.mirror.prefix, self.mirror.upstream, self._realm_host(realm))
+                        self.mirror.prefix, self.mirror.upstream, auth.realm_host(realm))
         headers = {"Authorization": self._basic()} if self.mirror.username and not withheld else {}
-        response = self._request("GET", f"{realm}{'&' if '?' in realm else '?'}{query}", headers)
+        response = self._request("GET", auth.token_url(realm, service, scope), headers)
         try:
             if response.status in (401, 403) and withheld:
-                raise self._failed(f"the token service {self._realm_host(realm)} that the upstream "
+                raise self._failed(f"the token service {auth.realm_host(realm)} that the upstream "
                                    f"{self.mirror.upstream} names refused a request without credentials "
                                    f"({response.status}); those of [[proxy]] {self.mirror.prefix} go only to the "
                                    "upstream's own host or one listed in its realm_hosts")
@@ -302,16 +239,10 @@ class Upstream:
             body = self._read_token(response)
         finally:
             discard(response)
-        try:
-            data = json.loads(body)
-            token = data.get("token") or data.get("access_token")
-            expires_in = int(data.get("expires_in") or 60)
-        except (ValueError, AttributeError, TypeError):
-            token, expires_in = None, 0
-        if not isinstance(token, str) or not token:
+        token = auth.parse_token(body)
+        if token is None:
             raise self._failed(f"the token service of the upstream {self.mirror.upstream} sent no token")
-        # Spent a little early, so that a token never expires between the check and its use.
-        return token, max(expires_in - 10, expires_in / 2, 1)
+        return token
 
     def _read_token(self, response: Any) -> bytes:
         try:
@@ -323,11 +254,6 @@ class Upstream:
                                f"{TOKEN_LIMIT} bytes")
         return body
 
-    @staticmethod
-    def _realm_host(realm: str) -> str:
-        url = urlsplit(realm)
-        return f"{url.scheme}://{url.hostname or ''}"
-
     # -- errors ---------------------------------------------------------------------------------
 
     def _check(self, response: Any, what: str) -> None:
@@ -338,16 +264,17 @@ class Upstream:
         if status == 429:
             metrics.UPSTREAM_ERRORS.labels(prefix, "throttled").inc()
             raise UpstreamThrottled(f"the upstream {upstream} is limiting the rate of pulls (429) for {what}",
-                                    _retry_after(response, 60))
+                                    auth.retry_after(response, 60))
         if status == 503:
             metrics.UPSTREAM_ERRORS.labels(prefix, "unavailable").inc()
             raise UpstreamUnavailable(f"the upstream {upstream} is unavailable (503) for {what}",
-                                      _retry_after(response, RETRY_AFTER))
+                                      auth.retry_after(response, RETRY_AFTER))
         if status in (401, 403):
             _CREDENTIALS.forget(prefix)
             raise self._failed(f"the upstream {upstream} refused the credentials of [[proxy]] {prefix} for "
                                f"{what} ({status})")
-        raise self._failed(f"the upstream {upstream} answered {status} for {what}", _retry_after(response, RETRY_AFTER))
+        raise self._failed(f"the upstream {upstream} answered {status} for {what}",
+                           auth.retry_after(response, RETRY_AFTER))
 
     def _failed(self, message: str, retry_after: int = RETRY_AFTER) -> UpstreamFailed:
         metrics.UPSTREAM_ERRORS.labels(self.mirror.prefix, "failed").inc()

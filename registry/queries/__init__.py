@@ -14,7 +14,7 @@ share (building them once, the byte-order rule) is in ``_sql``.
 """
 from __future__ import annotations
 
-from registry.queries._sql import byte_order
+from registry.queries._sql import byte_order, visible_names
 from registry.queries.blobs import (
     BlobRow,
     BlobTotals,
@@ -130,6 +130,7 @@ from registry.queries.repositories import (
     delete_repository,
     find_repository,
     probe_registry_table,
+    takes_writes,
     with_content,
 )
 from registry.queries.tallies import (
@@ -143,6 +144,7 @@ from registry.queries.tallies import (
     repository_figures,
     repository_totals,
     store_tally,
+    visible_totals,
 )
 from registry.queries.tags import (
     TagRow,
@@ -152,6 +154,7 @@ from registry.queries.tags import (
     point_tags,
     tag_names,
     tag_rows,
+    tag_digests,
     tag_targets,
     tags_for_removal,
     tags_of,
@@ -178,7 +181,7 @@ from registry.queries.uploads import (
 
 __all__ = [
     # _sql
-    "byte_order",
+    "byte_order", "visible_names",
     # blobs
     "BlobRow", "BlobTotals", "MountSource", "QuotaLink", "StoredBlob", "blob_count", "blob_exists",
     "blob_page", "blob_totals", "delete_blob",
@@ -213,13 +216,14 @@ __all__ = [
     "tags_of_manifests",
     # repositories
     "RemovedRows", "RepositoryRow", "catalog_names", "create_repository",
-    "delete_repository", "find_repository", "probe_registry_table", "with_content",
+    "delete_repository", "find_repository", "probe_registry_table", "takes_writes", "with_content",
     # tallies
     "BIG_REPOSITORY", "biggest_table_rows", "claim_tally", "read_tally", "registry_totals", "release_tally",
     "repositories_matching", "repository_figures", "repository_totals", "store_tally",
+    "visible_totals",
     # tags
     "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",
-    "tag_targets", "tags_for_removal", "tags_of", "tags_of_digest", "tags_reaching",
+    "tag_digests", "tag_targets", "tags_for_removal", "tags_of", "tags_of_digest", "tags_reaching",
     # uploads
     "Session", "acquire_session", "count_live_sessions", "delete_idle_session", "delete_session", "idle_sessions",
     "insert_session", "known_sessions", "multipart_upload_ids", "read_session", "release_session", "renew_session",

@@ -13,8 +13,10 @@ from functools import cache
 from typing import Any, Callable, Iterable, Sequence
 
 from django.db import connection, models
-from django.db.models import F
+from django.db.models import BooleanField, Case, F, Q, Value, When
 from django.db.models.functions import Collate
+
+from registry.visibility import Ladder, Visible
 
 
 def statement(build: Callable[..., str]) -> Callable[..., str]:
@@ -114,3 +116,29 @@ def byte_order_sql(column: str) -> str:
     """``column`` compared in byte order, for hand-written statements."""
     collation = _byte_collation()
     return column if collation is None else f'{column} COLLATE "{collation}"'
+
+
+def visible_names(visible: Visible, field: str = "name") -> Q | None:
+    """The condition that ``field`` (a repository name) is one of ``visible`` (registry.visibility),
+    for ORM queries; None when every name is. Each ladder is one CASE over the rules' regular
+    expressions, which SQLite (Python's re) and PostgreSQL (~) read alike."""
+    if visible.everything:
+        return None
+    condition = Q(pk__in=[])
+    for part in visible.parts:
+        term = Q()
+        if part.within is not None:
+            term &= Q(**{f"{field}__regex": part.within})
+        if part.ladder is not None:
+            term &= Q(_ladder(part.ladder, field))
+        condition |= term
+    return condition
+
+
+def _ladder(ladder: Ladder, field: str) -> Case:
+    whens = []
+    for level, grants in ladder.steps:
+        if grants is not None:
+            whens.append(When(Q(**{f"{field}__regex": level}) & Q(**{f"{field}__regex": grants}), then=Value(True)))
+        whens.append(When(Q(**{f"{field}__regex": level}), then=Value(False)))
+    return Case(*whens, default=Value(ladder.otherwise), output_field=BooleanField())

@@ -9,7 +9,8 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
 from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag, Upload
-from registry.queries._sql import byte_order, execute, fetch_one, moment, reader, statement, table
+from registry.queries._sql import byte_order, execute, fetch_one, moment, reader, statement, table, visible_names
+from registry.visibility import EVERYTHING, Visible
 
 
 class RepositoryRow(NamedTuple):
@@ -57,15 +58,25 @@ def probe_registry_table() -> None:
     Repository.objects.exists()
 
 
+def takes_writes(conn: Any) -> bool:
+    """Whether the PostgreSQL server behind ``conn`` (a psycopg connection, for readiness) is a
+    primary taking writes: not in recovery, and not read-only by default."""
+    row = conn.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')").fetchone()
+    return row is not None and not row[0] and row[1] != "on"
+
+
 def with_content() -> QuerySet[Repository]:
     """Repositories holding at least one manifest: the ones the catalog and the UI show (one that
     holds only blobs, or whose manifests were all deleted, is not listed)."""
     return Repository.objects.filter(Exists(Manifest.objects.filter(repository=OuterRef("pk"))))
 
 
-def catalog_names(after: str | None, limit: int) -> list[str]:
-    """Names of the repositories with content, in byte order, after ``after``."""
+def catalog_names(after: str | None, limit: int, visible: Visible = EVERYTHING) -> list[str]:
+    """Names of the repositories with content that are ``visible``, in byte order, after ``after``."""
     query = with_content().alias(key=byte_order("name"))
+    condition = visible_names(visible)
+    if condition is not None:
+        query = query.filter(condition)
     if after:
         query = query.filter(key__gt=after)
     return list(query.order_by("key").values_list("name", flat=True)[:limit])

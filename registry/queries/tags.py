@@ -80,6 +80,13 @@ def tag_targets(repository_id: int, names: Sequence[str]) -> dict[str, tuple[int
     return {name: (mid, digest) for name, mid, digest in rows}
 
 
+def tag_digests(repository: str, names: Sequence[str]) -> dict[str, str]:
+    """tag -> digest for those of ``names`` that exist in the repository named ``repository``."""
+    rows = Tag.objects.filter(repository__name=repository, name__in=list(names)).values_list(
+        "name", "manifest__digest")
+    return dict(rows)
+
+
 def tags_of_digest(repository_id: int, digest: str) -> list[str]:
     """The tags of the repository pointing at the manifest ``digest``."""
     return list(Tag.objects.filter(repository_id=repository_id, manifest__digest=digest)

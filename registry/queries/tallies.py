@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, Q, Sum
 
 from registry.models import Blob, BlobLink, Manifest, Repository, Tag, Tally
 from registry.queries._sql import execute, fetch_all, fetch_one, marks, moment, reader, statement, table
@@ -108,9 +108,26 @@ def repository_figures(ids: list[int]) -> dict[int, dict[str, Any]]:
     return figures
 
 
-def repositories_matching(search: str, limit: int) -> int:
-    """How many repositories with content have ``search`` in their name, counted up to ``limit``."""
-    return with_content().filter(Q(name__icontains=search))[:limit].count()
+def repositories_matching(search: str, limit: int, within: Q | None = None) -> int:
+    """How many repositories with content have ``search`` in their name (and meet ``within``, a
+    condition on their name: registry.queries.visible_names), counted up to ``limit``."""
+    query = with_content().filter(Q(name__icontains=search))
+    return (query if within is None else query.filter(within))[:limit].count()
+
+
+def visible_totals(within: Q) -> dict[str, int]:
+    """registry_totals over the repositories whose name meets ``within`` alone: a look at every
+    repository's name, then the counts over those repositories' own index ranges (their tags,
+    manifests and links), so it costs what they hold, not what the registry does."""
+    repositories = Repository.objects.filter(within).values("id")
+    linked = BlobLink.objects.filter(repository_id__in=repositories).values("blob_id")
+    blobs = Blob.objects.filter(id__in=linked).aggregate(count=Count("id"), size=Sum("size"))
+    return {
+        "repositories": with_content().filter(within).count(),
+        "tags": Tag.objects.filter(repository_id__in=repositories).count(),
+        "manifests": Manifest.objects.filter(repository_id__in=repositories).count(),
+        "blobs": int(blobs["count"] or 0), "bytes": int(blobs["size"] or 0),
+    }
 
 
 @statement

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from notifications import outbox
-from registry import queries
+from registry import queries, visibility
 from registry.digests import Digest
 from registry.policies import immutable, quotas
 from registry.services.common import check_name, ensure_repository, get_repository, parse_digest
@@ -26,7 +26,7 @@ class BlobInfo:
 
 def _linked(name: str, digest: Digest) -> queries.BlobRow:
     check_name(name)
-    blob = queries.linked_blob(name, str(digest))
+    blob = None if visibility.hidden(name) else queries.linked_blob(name, str(digest))
     if blob is None:
         raise BlobUnknown(f"blob {digest} unknown to repository {name!r}", {"digest": str(digest)})
     return blob
@@ -91,8 +91,10 @@ def link(
         # A copy inside an object store takes as long as the blob is large: done before the
         # transaction, which then only checks that the data is there. The copy is new, so the
         # collector's grace period keeps it until the row exists. Copying over a stored copy of
-        # the same digest writes the same bytes: cheaper than asking first.
-        drv.move(source, paths.blob_data(digest))
+        # the same digest writes the same bytes: cheaper than asking first. The source stays (its
+        # caller removes it once the row is committed): a commit that fails (the database failing
+        # over) leaves the upload whole, and the client's retry finishes it.
+        drv.copy(source, paths.blob_data(digest))
         source = None
     with transaction.atomic():
         lock_digests([str(digest)])

@@ -1,7 +1,7 @@
 """Helpers shared by the services: name, tag and digest checks, and the repository lookup."""
 from __future__ import annotations
 
-from registry import queries
+from registry import queries, visibility
 from registry.digests import Digest, InvalidDigest
 from registry.names import is_valid_name, is_valid_tag
 from registry.queries import RepositoryRow
@@ -27,7 +27,7 @@ def parse_digest(text: str) -> Digest:
 
 def get_repository(name: str) -> RepositoryRow:
     check_name(name)
-    repository = queries.find_repository(name)
+    repository = None if visibility.hidden(name) else queries.find_repository(name)
     if repository is None:
         raise NameUnknown(f"repository {name!r} not known to registry")
     return repository

@@ -57,6 +57,15 @@ class UploadOutOfOrder(RegistryError):
         self.offset = offset
 
 
+class UploadBusy(RegistryError):
+    """A closing PUT found its session leased to another request: a chunk still arriving, or an
+    earlier attempt of this PUT that the database failed under, whose lease is being given back."""
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class TooManyUploads(RegistryError):
     """The caller holds as many upload sessions as it may; one frees when a push ends or expires."""
 

@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from notifications import outbox
-from registry import queries
+from registry import queries, visibility
 from registry.digests import Digest, is_digest_like
 from registry.policies import immutable, pulls
 from registry.queries import RepositoryRow
@@ -92,7 +92,8 @@ def put(
                 manifest_id = _store(repository, str(digest), body, parsed)
                 movable = immutable.guard(repository, manifest_id, list(dict.fromkeys(tags)))
                 queries.point_tags(repository.id, manifest_id, movable, timezone.now())
-                outbox.manifest_pushed(name, str(digest), parsed.media_type, len(body), list(dict.fromkeys(tags)))
+                outbox.manifest_pushed(name, str(digest), parsed.media_type, len(body), list(dict.fromkeys(tags)),
+                                       parsed.subject.digest if parsed.subject else "")
             break
         except IntegrityError:
             continue  # a concurrent push of the same manifest or tag won: retry against its rows
@@ -140,7 +141,9 @@ def get(name: str, reference: str, with_body: bool = True) -> StoredManifest:
         # A reference that is not a valid tag names nothing: 404, as CNCF distribution answers
         # and the OCI conformance suite expects (a PUT of one is still refused as invalid).
         raise ManifestUnknown(f"manifest {reference[:200]!r} unknown to repository {name!r}") from None
-    if by_digest is not None:
+    if visibility.hidden(name):
+        row = None
+    elif by_digest is not None:
         row = queries.manifest_by_digest(name, str(by_digest), with_body)
     else:
         row = queries.manifest_by_tag(name, str(tag), with_body)

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
-from registry import queries
+from registry import queries, visibility
 from registry.media_types import OCI_INDEX
 from registry.services.common import check_name, parse_digest
 
@@ -43,7 +43,8 @@ def referrer_rows(subject: str, repository: str, artifact_type: str | None = Non
     limit = settings.REGISTRY_REFERRERS_PER_PAGE if limit is None else limit
     budget = settings.REGISTRY_REFERRERS_PAGE_ANNOTATION_BYTES if budget is None else budget
     most = settings.REGISTRY_REFERRER_ANNOTATION_BYTES
-    rows = queries.referrer_rows(subject, repository, artifact_type, after, limit + 1)
+    rows = [] if visibility.hidden(repository) else queries.referrer_rows(subject, repository, artifact_type, after,
+                                                                             limit + 1)
     more = len(rows) > limit
     carried: list[queries.ReferrerRow] = []
     spent = 0

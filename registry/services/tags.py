@@ -1,7 +1,7 @@
 """Tag listing in byte order with ``n``/``last`` pagination."""
 from __future__ import annotations
 
-from registry import queries
+from registry import queries, visibility
 from registry.services.common import check_name, get_repository
 from registry.services.pagination import Page
 
@@ -13,7 +13,7 @@ def list_tags(name: str, n: int | None, last: str | None) -> Page:
     if n == 0:
         get_repository(name)
         return Page([], False)
-    rows = queries.tag_names(name, last, None if n is None else n + 1)
+    rows = [] if visibility.hidden(name) else queries.tag_names(name, last, None if n is None else n + 1)
     if not rows:
         get_repository(name)  # an unknown repository is an error, an empty one is not
     if n is None:

@@ -14,6 +14,7 @@ keeps what reached the disk); elsewhere the row is.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 import time
@@ -31,13 +32,14 @@ from notifications import outbox
 from registry import hashing, queries
 from registry.digests import Digest, InvalidDigest, new_hasher
 from registry.policies import quotas
-from registry.services import blobs
+from registry.services import blobs, lease_release
 from registry.services.common import check_name, ensure_repository, parse_digest
 from registry.services.exceptions import (
     DigestInvalid,
     QuotaExceeded,
     SizeInvalid,
     TooManyUploads,
+    UploadBusy,
     UploadInvalid,
     UploadOutOfOrder,
     UploadUnknown,
@@ -47,6 +49,7 @@ from registry.storage import driver as storage
 from registry.storage.driver import StorageDriver
 from regsite import db
 
+log = logging.getLogger(__name__)
 CHUNK_SIZE = 256 * 1024
 # A request writing to a session renews its lease while the body streams in, so a replica that dies
 # mid-chunk blocks the session for at most LEASE (and not at all on its own host: see _take_over).
@@ -149,8 +152,10 @@ def _check_floor(drv: StorageDriver) -> None:
 
 
 @contextmanager
-def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
-    """The session, leased to this request until the block ends (saved, or let go unchanged)."""
+def _leased(name: str, upload_id: str, drv: StorageDriver, closing: bool = False) -> Iterator[_Open]:
+    """The session, leased to this request until the block ends (saved, or let go unchanged). Busy
+    with another request, it refuses a chunk (416: one chunk per offset) and asks a closing PUT to
+    retry (503: the other may be an attempt of the same PUT whose lease is being given back)."""
     check_name(name)
     unknown = UploadUnknown(f"upload {upload_id[:64]!r} unknown to repository {name!r}")
     try:
@@ -164,6 +169,8 @@ def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
         if busy is None:
             raise unknown
         session = _take_over(busy, upload_id, name, owner, now)
+        if session is None and closing:
+            raise UploadBusy("another request of this upload is in progress; send the PUT again")
         if session is None:
             raise UploadOutOfOrder("another chunk of this upload is in progress", busy.offset)
     if not session.live:
@@ -176,14 +183,15 @@ def _leased(name: str, upload_id: str, drv: StorageDriver) -> Iterator[_Open]:
         opened.hasher = _resume_hash(session, opened.offset)
         yield opened
     finally:
-        if opened.owner:  # not saved: let go without changing anything
-            queries.release_session(upload_id, owner)
+        if opened.owner:  # not saved: let go without changing anything (later, if the database is away)
+            lease_release.release(upload_id, owner)
 
 
 def _take_over(busy: queries.Session, upload_id: str, name: str, owner: str, now: Any) -> queries.Session | None:
-    """A lease whose holder was a process of this host that no longer runs (a crash mid-chunk) is
-    taken over at once instead of when it runs out; a holder elsewhere is waited for."""
-    if not holder_is_dead(busy.lease_owner):
+    """A lease whose holder was a process of this host that no longer runs (a crash mid-chunk), or a
+    request of this process that could not give it back (lease_release), is taken over at once
+    instead of when it runs out; a holder elsewhere is waited for."""
+    if not (holder_is_dead(busy.lease_owner) or lease_release.abandoned(busy.lease_owner)):
         return None
     return queries.take_over_session(upload_id, name, busy.lease_owner, owner, now + LEASE, now - _expiry())
 
@@ -309,11 +317,27 @@ def _stream_into(opened: _Open, body: Body, drv: StorageDriver, content_range: t
         if body.length is not None and received != body.length:
             raise SizeInvalid(f"received {received} bytes, Content-Length said {body.length}")
         writer.seal() if seal else writer.commit()
+    except storage.PathNotFound:
+        writer.cancel()
+        if drv.remote and _exists(drv, paths.upload_data(opened.session.id)):
+            # What this writer resumes (a tail, a multipart upload) went when a closing PUT sealed the
+            # upload, and that PUT's commit failed (a failover): the upload takes no more bytes.
+            raise UploadInvalid("this upload was closed by a PUT whose commit failed: send that PUT again, "
+                                "or start a new upload") from None
+        raise
     except BaseException:  # StorageFull too: the view answers it with 507
         writer.cancel()
         raise
     opened.offset = offset + received
     opened.storage_state = writer.state
+
+
+def _exists(drv: StorageDriver, path: str) -> bool:
+    try:
+        drv.stat(path)
+    except storage.PathNotFound:
+        return False
+    return True
 
 
 def _renew(opened: _Open) -> None:
@@ -356,7 +380,7 @@ def finish(
     """Append the optional last chunk, verify the digest, and make the blob visible atomically."""
     digest = parse_digest(digest_text)
     drv = default_driver()
-    with _leased(name, upload_id, drv) as opened:
+    with _leased(name, upload_id, drv, closing=True) as opened:
         if body is not None and (body.length is None or body.length > 0):
             _stream_into(opened, body, drv, content_range, seal=True)
         else:
@@ -380,9 +404,9 @@ def finish(
 
 def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id: str,
             drv: StorageDriver) -> blobs.BlobInfo:
-    # blobs.link moves the data into place, when it is not stored already, under the digest's lock
-    # with the row that records it: a crash before the commit leaves data without a row, which the
-    # collector removes, never a row without data.
+    # blobs.link puts the data into place (a move, or on an object store a copy), when it is not
+    # stored already, under the digest's lock with the row that records it: a crash before the
+    # commit leaves data without a row, which the collector removes, never a row without data.
     try:
         with transaction.atomic():
             info = blobs.link(repository_id, name, digest, size, source=paths.upload_data(upload_id))
@@ -391,7 +415,12 @@ def _commit(repository_id: int, name: str, digest: Digest, size: int, upload_id:
     except QuotaExceeded:
         _discard(upload_id, {}, drv)  # refused for good: the client must not resume it
         raise
-    _remove_data(upload_id, drv)
+    try:
+        _remove_data(upload_id, drv)
+    except storage.StorageError as exc:
+        # The blob is pushed: the store failing now must not answer 503 for it (whose retry would
+        # find no session). What is left of the upload has no session: purge_expired removes it.
+        log.warning("upload %s: removing its data after the commit failed: %s", upload_id, exc)
     return info
 
 

@@ -93,6 +93,9 @@ class StorageDriver(Protocol):
     def move(self, source: str, dest: str) -> None:
         """Atomically rename ``source`` to ``dest``, replacing it."""
 
+    def copy(self, source: str, dest: str) -> None:
+        """Atomically replace ``dest`` with a copy of ``source`` (inside the store where it can)."""
+
     def delete(self, path: str) -> None:
         """Remove a file or a whole directory tree."""
 

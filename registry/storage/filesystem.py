@@ -1,11 +1,13 @@
 """Filesystem storage driver: atomic writes (temp file, fsync, rename, directory fsync)."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
@@ -178,6 +180,25 @@ class FilesystemDriver:
         try:
             dst.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.replace(src, dst)
+            fsync_directory(dst.parent)
+        except OSError as exc:
+            raise _translate(exc, source) from exc
+
+    def copy(self, source: str, dest: str) -> None:
+        src, dst = self._full(source), self._full(dest)
+        try:
+            dst.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+            try:
+                with open(src, "rb") as reader, os.fdopen(fd, "wb") as writer:
+                    shutil.copyfileobj(reader, writer, 1024 * 1024)
+                    writer.flush()
+                    os.fsync(writer.fileno())
+                os.replace(tmp, dst)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                raise
             fsync_directory(dst.parent)
         except OSError as exc:
             raise _translate(exc, source) from exc

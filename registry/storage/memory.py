@@ -112,6 +112,15 @@ class MemoryDriver:
             self._files[dest] = self._files.pop(source)
             self._mtimes[dest] = self._mtimes.pop(source)
 
+    def copy(self, source: str, dest: str) -> None:
+        check_path(source)
+        check_path(dest)
+        with self._lock:
+            if source not in self._files:
+                raise PathNotFound(source)
+            self._files[dest] = bytes(self._files[source])
+            self._mtimes[dest] = time.time()
+
     def delete(self, path: str) -> None:
         with self._lock:
             check_path(path)

@@ -11,6 +11,12 @@ request that ends with less than 5 MiB left over stores it as a tail object, whi
 prepends to its first part (the only time uploaded bytes are read back, at most 5 MiB) and which
 sealing the upload turns into the last part by a server-side copy. Throttling (``SlowDown``, 503)
 and transient errors are retried with exponential backoff (botocore's standard retry mode).
+
+A store that stalls (takes the connection and never answers), resets or drops connections fails a
+request within a deadline, not minutes: each attempt may take ``timeout`` seconds to connect and
+then ``timeout`` seconds between bytes, and there are ``max_attempts`` of them (the registry answers
+503 with Retry-After). Server-side copies and the completion of a multipart upload, which a store
+may answer only when done with gigabytes, wait ``copy_timeout`` between bytes instead.
 """
 from __future__ import annotations
 
@@ -88,15 +94,17 @@ class S3Driver:
     def __init__(self, bucket: str, prefix: str = "", endpoint: str | None = None, region: str = "us-east-1",
                  access_key: str | None = None, secret_key: str | None = None,
                  redirect_endpoint: str | None = None, part_size: int = DEFAULT_PART,
-                 max_attempts: int = 8, pool_size: int = 64) -> None:
+                 max_attempts: int = 3, pool_size: int = 64, timeout: float = 10,
+                 copy_timeout: float = 300) -> None:
         if part_size < MIN_PART:
             raise ValueError(f"part_size must be at least {MIN_PART} bytes")
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.part_size = part_size
         self.counters = Counters()
-        config = Config(retries={"mode": "standard", "max_attempts": max_attempts},
-                        max_pool_connections=pool_size, connect_timeout=10, read_timeout=120,
+        # total_max_attempts counts every attempt (botocore's max_attempts counts the retries only).
+        config = Config(retries={"mode": "standard", "total_max_attempts": max_attempts},
+                        max_pool_connections=pool_size, connect_timeout=timeout, read_timeout=timeout,
                         s3={"addressing_style": "path" if endpoint else "auto"},
                         signature_version="s3v4")
         # No access key: boto3's own chain (environment, instance role) finds the credentials.
@@ -109,6 +117,9 @@ class S3Driver:
         # sent at once, as the Go SDK does below 2 MiB.
         for operation in ("PutObject", "UploadPart"):
             self.client.meta.events.unregister(f"before-call.s3.{operation}", handlers.add_expect_header)
+        self.copier = session.client("s3", endpoint_url=endpoint or None, region_name=region,
+                                     config=config.merge(Config(read_timeout=copy_timeout)),
+                                     aws_access_key_id=key_id, aws_secret_access_key=secret)
         # Presigned URLs name the host clients reach the store by, which may not be ours.
         self.signer = self.client if not redirect_endpoint else session.client(
             "s3", endpoint_url=redirect_endpoint, region_name=region, config=config,
@@ -202,10 +213,10 @@ class S3Driver:
         except (ClientError, BotoCoreError) as exc:
             raise _failure(exc, path) from exc
 
-    def move(self, source: str, dest: str) -> None:
-        """Server-side copy, then delete: the bytes never pass through the registry."""
+    def copy(self, source: str, dest: str) -> None:
+        """Server-side: the bytes never pass through the registry."""
         try:
-            self.client.copy_object(Bucket=self.bucket, Key=self.key(dest),
+            self.copier.copy_object(Bucket=self.bucket, Key=self.key(dest),
                                     CopySource={"Bucket": self.bucket, "Key": self.key(source)})
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "InvalidRequest":
@@ -214,6 +225,10 @@ class S3Driver:
             self._copy(self.key(source), self.key(dest), self.stat(source).size, source)
         except BotoCoreError as exc:
             raise _failure(exc, source) from exc
+
+    def move(self, source: str, dest: str) -> None:
+        """Server-side copy, then delete."""
+        self.copy(source, dest)
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self.key(source))
         except (ClientError, BotoCoreError) as exc:
@@ -223,18 +238,18 @@ class S3Driver:
         copy_source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": source_key}
         try:
             if size <= MAX_COPY:
-                self.client.copy_object(Bucket=self.bucket, Key=dest_key, CopySource=copy_source)
+                self.copier.copy_object(Bucket=self.bucket, Key=dest_key, CopySource=copy_source)
                 return
             upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=dest_key)["UploadId"]
             try:
                 parts: list[CompletedPartTypeDef] = []
                 for number, start in enumerate(range(0, size, COPY_PART), start=1):
                     end = min(start + COPY_PART, size) - 1
-                    result = self.client.upload_part_copy(
+                    result = self.copier.upload_part_copy(
                         Bucket=self.bucket, Key=dest_key, UploadId=upload_id, PartNumber=number,
                         CopySource=copy_source, CopySourceRange=f"bytes={start}-{end}")
                     parts.append({"PartNumber": number, "ETag": result["CopyPartResult"]["ETag"]})
-                self.client.complete_multipart_upload(Bucket=self.bucket, Key=dest_key, UploadId=upload_id,
+                self.copier.complete_multipart_upload(Bucket=self.bucket, Key=dest_key, UploadId=upload_id,
                                                       MultipartUpload={"Parts": parts})
             except BaseException:
                 self.client.abort_multipart_upload(Bucket=self.bucket, Key=dest_key, UploadId=upload_id)
@@ -513,8 +528,26 @@ class S3Writer:
             self._closed = True
 
     def seal(self) -> None:
-        """Complete the upload: the bytes become one object at ``path``."""
-        client, bucket = self._driver.client, self._driver.bucket
+        """Complete the upload: the bytes become one object at ``path``. Sealing again what was
+        sealed (a retry of a request whose commit in the database failed) finds it done."""
+        expected = self.size
+        try:
+            self._seal()
+        except PathNotFound:
+            # The tail or the multipart upload is gone: sealed before, if the object is all there.
+            if self._stored_size() != expected:
+                raise
+        self._buffer.clear()
+        self._upload_id, self._tail = None, 0
+        self._closed = True
+        if self._tails_written:
+            try:
+                self._driver.delete(self._path + ".parts")
+            except PathNotFound:
+                pass
+
+    def _seal(self) -> None:
+        client, bucket = self._driver.copier, self._driver.bucket  # copies and completion: copy_timeout
         if self._tail and self._buffer:
             self._absorb_tail()
         try:
@@ -523,7 +556,7 @@ class S3Writer:
                 client.copy_object(Bucket=bucket, Key=self._key,
                                    CopySource={"Bucket": bucket, "Key": self._tail_key(self._tails_written)})
             elif self._upload_id is None:
-                client.put_object(Bucket=bucket, Key=self._key, Body=bytes(self._buffer))
+                self._driver.client.put_object(Bucket=bucket, Key=self._key, Body=bytes(self._buffer))
             else:
                 if self._buffer:
                     self._upload_part(bytes(self._buffer))
@@ -539,14 +572,12 @@ class S3Writer:
                                                  MultipartUpload={"Parts": parts})
         except (ClientError, BotoCoreError) as exc:
             raise _failure(exc, self._path) from exc
-        self._buffer.clear()
-        self._upload_id, self._tail = None, 0
-        self._closed = True
-        if self._tails_written:
-            try:
-                self._driver.delete(self._path + ".parts")
-            except PathNotFound:
-                pass
+
+    def _stored_size(self) -> int | None:
+        try:
+            return self._driver.stat(self._path).size
+        except PathNotFound:
+            return None
 
 
 __all__ = ["CheckFailed", "S3Driver", "S3Writer", "InvalidPath"]

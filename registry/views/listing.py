@@ -9,7 +9,9 @@ from registry.media_types import OCI_INDEX
 from registry.services import catalog, referrers, tags
 from registry.services.pagination import parse_last, parse_limit
 from registry.views.base import json_response, registry_view
+from tokens import authz
 from tokens.access import login_optional
+from tokens.principal import AuthenticatedHttpRequest
 
 
 @login_optional
@@ -19,10 +21,10 @@ def base(request: HttpRequest) -> HttpResponse:
 
 
 @registry_view("GET")
-def catalog_list(request: HttpRequest) -> HttpResponse:
+def catalog_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     n = parse_limit(request.GET.get("n"), catalog.DEFAULT_ENTRIES, catalog.MAX_ENTRIES, strict=True)
     assert n is not None
-    page = catalog.list_repositories(n, parse_last(request.GET.get("last")))
+    page = catalog.list_repositories(n, parse_last(request.GET.get("last")), authz.visible(request.principal))
     response = json_response({"repositories": page.items})
     if page.more:
         response["Link"] = next_link("/v2/_catalog", {"n": n, "last": page.items[-1]})

@@ -10,7 +10,7 @@ from registry.services.exceptions import DigestInvalid, UploadOutOfOrder
 from registry.views.base import empty, registry_view
 from regsite.forwarded import client_address
 from tokens.access import Action
-from tokens.principal import OPEN
+from tokens.principal import AuthenticatedHttpRequest
 
 
 def _upload_url(name: str, upload_id: str) -> str:
@@ -31,12 +31,12 @@ def _created(name: str, info: blobs.BlobInfo) -> HttpResponse:
 
 
 @registry_view("POST")
-def upload_start(request: HttpRequest, name: str) -> HttpResponse:
+def upload_start(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     mount = request.GET.get("mount")
     if mount:
         # Only from a repository the caller may pull: a signed token scoped to one repository must
         # not read another's blob by naming its digest (the middleware checks a named ``from``).
-        principal = getattr(request, "principal", OPEN)
+        principal = request.principal
         mounted = blobs.mount(name, mount, request.GET.get("from"),
                               lambda source: principal.may(Action.PULL, source))
         if mounted is not None:

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.e2e.conftest import require_tool, skopeo, start_registry  # noqa: F401  (fixtures)
+from tests.e2e.conftest import postgres, require_tool, rgw, skopeo, start_registry  # noqa: F401  (fixtures)
 from tests.support.server import RegistryServer
 
 

@@ -7,6 +7,7 @@ would be configured.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from registry.storage.s3 import S3Driver
 from tests.support.postgres import Postgres
@@ -34,6 +36,8 @@ defaults
     retries 3
     retry-on conn-failure empty-response response-timeout
     option redispatch
+    # While no replica is ready (their database failing over), an answer clients retry.
+    http-error status 503 content-type application/json hdr Retry-After 1 string "{unavailable}"
 frontend registry
     bind 127.0.0.1:{port}
     default_backend replicas
@@ -43,6 +47,8 @@ backend replicas
     http-check expect status 200
 {servers}
 """
+
+UNAVAILABLE = json.dumps({"errors": [{"code": "UNAVAILABLE", "message": "no replica is ready"}]}).replace('"', '\\"')
 
 
 @dataclass
@@ -65,7 +71,7 @@ class LoadBalancer:
         servers = "\n".join(f"    server r{n} {backend} check inter 1s fall 3 rise 1"
                             for n, backend in enumerate(self.backends, start=1))
         config = self.workdir / "haproxy.cfg"
-        config.write_text(HAPROXY_CONFIG.format(port=self.port, servers=servers))
+        config.write_text(HAPROXY_CONFIG.format(port=self.port, servers=servers, unavailable=UNAVAILABLE))
         log = (self.workdir / "haproxy.log").open("ab")
         self.process = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
@@ -96,9 +102,13 @@ class LoadBalancer:
             self.process = None
 
 
+class Databases(Protocol):
+    def new_database(self) -> str: ...
+
+
 @dataclass
 class Cluster:
-    postgres: Postgres
+    postgres: Postgres | Databases  # a PostgreSQL, or a highly available one (tests/support/patroni.py)
     rgw: RGW
     workdir: Path
     bucket: str = field(default_factory=lambda: f"registry-{uuid.uuid4().hex[:10]}")
@@ -126,8 +136,8 @@ class Cluster:
             **extra,
         }
 
-    def start(self, replicas: int = 2, **extra: str) -> "Cluster":
-        self.database_url = self.postgres.new_database()
+    def start(self, replicas: int = 2, database_url: str = "", **extra: str) -> "Cluster":
+        self.database_url = database_url or self.postgres.new_database()
         self.driver().client.create_bucket(Bucket=self.bucket)
         for n in range(1, replicas + 1):
             workdir = self.workdir / f"replica{n}"

@@ -49,11 +49,10 @@ class Postgres:
         if os.geteuid() == 0:
             shutil.chown(self.workdir, "postgres", "postgres")
         self.port = free_port()
-        data, sockets = self.workdir / "data", self.workdir
+        data = self.workdir / "data"
         steps = [
             (str(self.bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "registry", "--no-sync"),
-            (str(self.bindir / "pg_ctl"), "-D", str(data), "-l", str(self.workdir / "server.log"), "-w",
-             "-o", f"'-p {self.port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off'", "start"),
+            self._start_command(),
             (str(self.bindir / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "registry",
              "registry"),
         ]
@@ -63,6 +62,17 @@ class Postgres:
                 self.stop()
                 raise RuntimeError(f"{step[0]} failed: {done.stderr or done.stdout}")
         return self
+
+    def _start_command(self) -> tuple[str, ...]:
+        return (str(self.bindir / "pg_ctl"), "-D", str(self.workdir / "data"), "-l", str(self.workdir / "server.log"),
+                "-w", "-o", f"'-p {self.port} -k {self.workdir} -c listen_addresses=127.0.0.1 -c fsync=off'",
+                "start")
+
+    def start_again(self) -> None:
+        """Start the server stopped by ``stop``, on the same port."""
+        done = self._run(*self._start_command())
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_ctl start failed: {done.stderr or done.stdout}")
 
     def query(self, sql: str) -> str:
         done = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "registry", "-d",

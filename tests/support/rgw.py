@@ -147,6 +147,21 @@ class RGW:
         self.stop()
         raise RGWUnavailable(f"{what} did not come up; logs in {self.directory / 'log'}")
 
+    def kill_gateway(self) -> None:
+        """SIGKILL radosgw alone, as a crash would; the cluster behind it (and the objects) stay."""
+        pid_file = self.directory / "run" / "client.rgw.x.pid"
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while self._answers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pid_file.unlink(missing_ok=True)
+
+    def start_gateway(self, timeout: float = 60) -> None:
+        """Start radosgw again on the same port, after kill_gateway."""
+        self._run("radosgw", "-n", "client.rgw.x", "-c", self.conf)
+        self._wait(self._answers, time.monotonic() + timeout, "radosgw")
+
     def add_user(self, uid: str) -> tuple[str, str]:
         """Another user of the store, with no rights on the registry user's buckets: its keys."""
         access_key, secret_key = f"{uid.upper()}ACCESS", f"{uid}-secret-key-0123456789"

@@ -6,6 +6,7 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from audit import log as audit
 from registry.services.exceptions import ImmutableTag, NameInvalid, NameUnknown
 from registry.services.repositories import delete_repository
 
@@ -31,6 +32,8 @@ class Command(BaseCommand):
             deleted = delete_repository(name)
         except (NameInvalid, NameUnknown, ImmutableTag) as exc:
             raise CommandError(str(exc)) from None
+        audit.record("repository.delete", repository=deleted.name,
+                     detail=f"{deleted.tags} tags, {deleted.manifests} manifests")
         self.stdout.write(
             f"deleted repository {deleted.name}: {deleted.tags} tags, {deleted.manifests} manifests, "
             f"{deleted.blob_links} blob links, {deleted.uploads} upload sessions"

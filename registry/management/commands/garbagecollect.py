@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from registry import scheduler
+from registry.locks import LockLost
 from registry.management.commands._hours import hours
 from registry.services import gc
 
@@ -41,8 +42,8 @@ class Command(BaseCommand):
         dry_run = ", dry run" if gc_options.dry_run else ""
         self.stdout.write(f"garbage collection: grace {grace:g} h, untagged manifests {untagged}{dry_run}")
         try:
-            with scheduler.exclusive():
-                result = gc.collect(gc_options, report=self.stdout.write)
-        except scheduler.CollectionRunning as exc:
+            with scheduler.exclusive() as held:
+                result = gc.collect(gc_options, report=scheduler.guarded(held, self.stdout.write))
+        except (scheduler.CollectionRunning, LockLost) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(result.summary(gc_options.dry_run))

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from registry import scheduler
+from registry.locks import LockLost
 from registry.policies.rules import current
 from registry.retention import executor
 
@@ -35,8 +36,8 @@ class Command(BaseCommand):
             outcome = executor.run(dry_run=True, report=self.stdout.write)
         else:
             try:
-                with scheduler.exclusive():
-                    outcome = executor.run(report=self.stdout.write)
-            except scheduler.CollectionRunning as exc:
+                with scheduler.exclusive() as held:
+                    outcome = executor.run(report=scheduler.guarded(held, self.stdout.write))
+            except (scheduler.CollectionRunning, LockLost) as exc:
                 raise CommandError(str(exc)) from None
         self.stdout.write(outcome.summary(dry_run))

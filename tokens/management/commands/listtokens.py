@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from regsite import tables
 from regsite.config import PATHS_NOTE
 from tokens import services
 
@@ -16,6 +17,12 @@ def _state(record: services.TokenRecord) -> str:
     if record.orphaned:
         return "orphaned"
     return "expired" if record.expired else "active"
+
+
+def _described(record: services.TokenRecord) -> str:
+    # The last column, so that the table's columns stay where scripts read them.
+    limited = f"[repositories {','.join(record.repositories)}]" if record.repositories else ""
+    return " ".join(part for part in (record.description, limited) if part)
 
 
 class Command(BaseCommand):
@@ -39,11 +46,8 @@ class Command(BaseCommand):
             return
         rows = [COLUMNS] + [
             (r.hash_prefix, r.owner, r.role, f"{r.created_at:%Y-%m-%d %H:%M}",
-             f"{r.expires_at:%Y-%m-%d %H:%M}", _state(r), r.description)
+             f"{r.expires_at:%Y-%m-%d %H:%M}", _state(r), _described(r))
             for r in records
         ]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
-        for row in rows:
-            # The last column (the description) is not padded: zip stops at the widths.
-            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-            self.stdout.write("  ".join(cells + [row[-1]]).rstrip())
+        for line in tables.lines(rows):
+            self.stdout.write(line)

@@ -1,0 +1,1 @@
+"""The PostgreSQL database backend: Django's, with connections that ride through a failover (base.py)."""
