@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import os
 import shutil
 import signal
@@ -242,6 +243,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="list the workloads and exit")
     parser.add_argument("--profile", action="store_true",
                         help="record our workers with py-spy into bench/out/profiles/ (skews our figures)")
+    parser.add_argument("--scale-size", type=int, default=1000,
+                        help="the scale workload's size: tags in its big repository (at most 100,000) and "
+                             "single-image repositories; issue 25 measures 1000, 100000 and 1000000")
+    parser.add_argument("--scale-databases", default="sqlite,postgres", help="ours on which databases")
+    parser.add_argument("--scale-reference-size", type=int, default=None,
+                        help="the CNCF registry's size (default: the same, at most 100000; 0: leave it out)")
     parser.add_argument("--access-rules", action="store_true",
                         help=f"the auth workloads' server with {access.RULES} [[access]] rules and {access.GROUPS} "
                              "groups (bench/access.py)")
@@ -251,6 +258,32 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+SCALE = "scale"
+
+
+def run_scale(args: argparse.Namespace) -> None:
+    """The scale workload (bench/scale.py): its own servers, its own table, in bench/out/scale-<size>.*"""
+    from bench import scale
+
+    reference = min(args.scale_size, 100_000) if args.scale_reference_size is None else args.scale_reference_size
+    scratch = Path(tempfile.mkdtemp(prefix="registry-bench-scale-"))
+    try:
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        partial = OUT_DIR / f"scale-{args.scale_size}.partial.md"
+        markdown, figures = scale.run(args.scale_size, args.scale_databases.split(","), reference, scratch,
+                                      lambda line: print(f"  {line}", flush=True), partial.write_text)
+    finally:
+        if args.keep:
+            print(f"data kept in {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    (OUT_DIR / f"scale-{args.scale_size}.md").write_text(f"{markdown}\n\nmachine: {json.dumps(report.machine())}\n")
+    (OUT_DIR / f"scale-{args.scale_size}.json").write_text(json.dumps({"size": args.scale_size,
+                                                                       "figures": figures}, indent=1))
+    print(f"\n{markdown}\n\nwritten to {OUT_DIR / f'scale-{args.scale_size}.md'}")
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     sizes = QUICK if args.quick else Sizes()
@@ -258,10 +291,12 @@ def main(argv: list[str]) -> int:
     with_failover = True  # bench.failover: ours alone, no pair
     if args.list:
         print("\n".join(f"{w.name:16} {w.figures[0].label}" for w in selected))
+        print(f"{SCALE:16} issue 25's measures at --scale-size (ours on SQLite and PostgreSQL, the CNCF registry)")
         print(f"{failover.NAME:16} unavailability window of a PostgreSQL failover under load (ours alone)")
         return 0
+    with_scale = not args.only or SCALE in args.only.split(",")
     if args.only:
-        wanted = set(args.only.split(","))
+        wanted = set(args.only.split(",")) - {SCALE}
         unknown = wanted - {w.name for w in selected} - {failover.NAME}
         if unknown:
             print(f"unknown workload(s): {', '.join(sorted(unknown))} (see --list)", file=sys.stderr)
@@ -274,6 +309,10 @@ def main(argv: list[str]) -> int:
             return 2
         selected = [w for w in selected if w.pair != "ldap"]
     ensure_reference_installed()
+    if with_scale:
+        run_scale(args)
+        if not selected and not with_failover:
+            return 0
     signal.signal(signal.SIGTERM, _interrupt)
     scratch = Path(tempfile.mkdtemp(prefix="registry-bench-"))
     servers = Servers(scratch, sizes.proxy_upstream_rate, args.access_rules, args.ldap)

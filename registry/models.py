@@ -8,6 +8,12 @@ from django.utils import timezone
 class Repository(models.Model):
     name = models.CharField(max_length=255, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # When a push last stored a manifest or moved a tag here, to the minute (registry.queries
+    # .repositories.touch_pushed): the web UI lists repositories by it, newest first, from an index.
+    pushed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["pushed_at", "id"], name="repository_pushed_idx")]
 
     def __str__(self) -> str:
         return self.name
@@ -27,7 +33,8 @@ class Blob(models.Model):
 class BlobLink(models.Model):
     """A blob is reachable only through repositories it was pushed or mounted into."""
 
-    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="blob_links")
+    # No index of its own (db_index=False): uniq_blob_link starts with it (migration 0007).
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="blob_links", db_index=False)
     blob = models.ForeignKey(Blob, on_delete=models.CASCADE, related_name="links")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -38,7 +45,8 @@ class BlobLink(models.Model):
 class Manifest(models.Model):
     """A manifest or index, its bytes kept exactly as pushed."""
 
-    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="manifests")
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="manifests",
+                                   db_index=False)  # uniq_manifest_digest starts with it
     digest = models.CharField(max_length=200)
     media_type = models.CharField(max_length=255)
     size = models.BigIntegerField()
@@ -55,7 +63,11 @@ class Manifest(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["repository", "digest"], name="uniq_manifest_digest"),
         ]
-        indexes = [models.Index(fields=["repository", "subject_digest"], name="manifest_subject_idx")]
+        indexes = [
+            models.Index(fields=["repository", "subject_digest"], name="manifest_subject_idx"),
+            # A repository's manifests newest first: its last push, its untagged manifests (web UI).
+            models.Index(fields=["repository", "created_at", "id"], name="manifest_pushed_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.repository_id}@{self.digest}"
@@ -73,7 +85,8 @@ class ManifestReference(models.Model):
 
 
 class Tag(models.Model):
-    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="tags")
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="tags",
+                                   db_index=False)  # uniq_tag starts with it
     name = models.CharField(max_length=128)
     manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="tags")
     updated_at = models.DateTimeField(default=timezone.now)
@@ -82,6 +95,12 @@ class Tag(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["repository", "name"], name="uniq_tag")]
+        # A repository's tags by when they were pushed: the web UI's default order and retention's
+        # keep_last ranking, read a page at a time (on PostgreSQL, also tag_name_bytes: migration 0007).
+        indexes = [
+            models.Index(fields=["repository", "updated_at", "id"], name="tag_pushed_idx"),
+            models.Index(fields=["updated_at", "id"], name="tag_recent_idx"),  # the newest tags anywhere (web UI)
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -133,3 +152,14 @@ class QuotaUsage(models.Model):
     scope = models.CharField(max_length=64, blank=True, default="")
     used_bytes = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(default=timezone.now)
+
+
+class Tally(models.Model):
+    """Figures that cost a scan of a big table to count (the web UI's totals, a big repository's),
+    counted in the background now and then and read in one lookup (ops.ui.tallies). One process
+    counts a tally at a time: the one whose ``counting_until`` is set and not past."""
+
+    name = models.CharField(max_length=255, primary_key=True)
+    data = models.JSONField(default=dict)
+    counted_at = models.DateTimeField(null=True)
+    counting_until = models.DateTimeField(null=True)

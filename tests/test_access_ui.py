@@ -7,6 +7,7 @@ import re
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 
 from audit import queries as audit_queries
 from registry.services import repositories
@@ -15,7 +16,8 @@ from tests.support.auth import auth_on, auth_paths, basic  # noqa: F401  (fixtur
 from tests.support.notify import entry
 from tests.support.replication import policy_entry
 from tests.support.registry_client import push_image
-from tests.support.ui_fixtures import plain_static  # noqa: F401  (autouse fixture)
+from registry.models import Tally
+from tests.support.ui_fixtures import big_registry, plain_static  # noqa: F401  (fixture, autouse fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +63,25 @@ def test_search_and_the_overview_show_only_what_the_viewer_may_read(seeded) -> N
     assert "team-b/app" in signed_in("erin").get("/ui/").content.decode()
 
 
+def _repositories_stat(html: str) -> str:
+    found = re.search(r'<span class="stat-value">(\d+)</span>\s*<span class="stat-label">repositories', html)
+    assert found is not None, html[:500]
+    return found.group(1)
+
+
+def test_on_a_big_registry_a_viewer_sees_a_tally_of_what_they_may_read_not_the_registrys(
+        seeded, big_registry) -> None:
+    erin = signed_in("erin")
+    assert _repositories_stat(erin.get("/ui/").content.decode()) == "5"  # the registry's tally, now counted
+    alice = signed_in("alice")
+    for _ in range(2):  # counted for the first view, read as last counted by the second
+        assert _repositories_stat(alice.get("/ui/").content.decode()) == "2"
+        assert "2 repositor" in alice.get("/ui/repositories/").content.decode()
+    assert "held when its totals were last counted" in alice.get("/ui/").content.decode()
+    tallied = Tally.objects.exclude(name="registry").values_list("data", flat=True)
+    assert [data["repositories"] for data in tallied] == [2]  # one tally for alice's rules, not the registry's
+
+
 def _main(html: str) -> str:
     """What the page says (the header differs by who is signed in)."""
     return html[html.index("<main"):html.index("</main>")]
@@ -79,7 +100,9 @@ def test_a_repository_the_viewer_may_not_read_is_not_found_as_if_absent(seeded, 
 
 def test_delete_buttons_and_deletes_follow_the_rules(seeded) -> None:
     assert "Delete tag v1" not in signed_in("bob").get("/ui/r/team-a/app/").content.decode()  # write only
-    assert "Delete tag v1" in signed_in("bob").get("/ui/r/team-a/secret/keys/").content.decode()  # admin there
+    admin_there = signed_in("bob").get("/ui/r/team-a/secret/keys/").content.decode()
+    assert "Delete tag v1" in admin_there
+    assert f'href="{reverse("ui:delete", args=["team-a/secret/keys", "v1"])}"' in admin_there
     refused = signed_in("bob").post("/ui/r/team-a/app/-/manifests/v1/delete")
     assert refused.status_code == 403
     assert "bob has role write on team-a/*; delete needs admin" in refused.content.decode()

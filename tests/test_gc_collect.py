@@ -191,6 +191,7 @@ def test_it_purges_expired_upload_sessions() -> None:
 def test_it_prints_progress_lines_on_large_stores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sweep, "PROGRESS_EVERY", 2)
     monkeypatch.setattr(sweep, "BATCH", 2)
+    monkeypatch.setattr(sweep, "RANGE", 2)
     for i in range(5):
         push_blob("team/app", f"blob {i}".encode())
     lines: list[str] = []

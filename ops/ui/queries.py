@@ -7,17 +7,18 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, Iterable
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, Max, OuterRef, Subquery, Sum
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import Max, Q
 
+from ops.ui import tallies
 from ops.ui.manifests import summarize
 from registry import queries as shared
 from registry.digests import is_digest_like
 from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
-from registry.models import Blob, BlobLink, Manifest, ManifestReference, Tag
+from registry.models import Blob, Manifest, ManifestReference, Tag
 from registry.policies.immutable import immutable_tags
 from registry.queries import byte_order, visible_names
 from registry.services.common import check_tag, get_repository, parse_digest
@@ -50,6 +51,7 @@ class Overview:
     blobs: int
     stored_bytes: int
     recent: list[RecentTag]
+    counted_at: datetime | None = None  # the totals as counted then (ops.ui.tallies); None: now
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class RepositoryRow:
     tags: int
     size: int
     last_push: datetime | None
+    counted_at: datetime | None = None  # tags and size as counted then; None: now
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class RepositoryInfo:
     manifests: int
     size: int
     last_push: datetime | None
+    counted_at: datetime | None = None  # tags, manifests and size as counted then; None: now
 
 
 @dataclass(frozen=True)
@@ -127,91 +131,91 @@ def artifact_type(stored: str) -> str:
 
 
 def overview(visible: Visible = EVERYTHING) -> Overview:
-    """Totals and the latest pushes, of the repositories ``visible`` holds (those the viewer may read)."""
-    within = visible_names(visible, "repository__name")
-    tags = Tag.objects.all() if within is None else Tag.objects.filter(within)
-    recent = (
+    """Totals and the latest pushes, of the repositories ``visible`` holds (those the viewer may read).
+
+    The totals are the registry's tally when the viewer sees everything; otherwise they are counted
+    over the visible repositories alone (registry.queries.visible_totals: a look at every
+    repository's name, then their own rows) and, in a big registry, tallied per set of visible
+    names like the registry's, so a page reads the last count."""
+    within = visible_names(visible)
+    totals = _totals(visible, within)
+    tags = Tag.objects.all()
+    if within is not None:
+        tags = tags.filter(repository_id__in=shared.with_content().filter(within).values("id"))
+    recent = (  # tag_recent_idx, newest first
         tags.order_by("-updated_at", "-id")
         .values_list("repository__name", "name", "manifest__digest", "manifest__media_type", "updated_at")
     )
-    if within is None:
-        blobs = shared.blob_totals()
-        count, size = blobs.blobs, blobs.size
-    else:
-        linked = Blob.objects.filter(id__in=BlobLink.objects.filter(within).values("blob_id"))
-        totals = linked.aggregate(count=Count("id"), size=Sum("size"))
-        count, size = totals["count"], totals["size"] or 0
-    repositories = shared.with_content()
+    data = totals.data
     return Overview(
-        repositories=(repositories if within is None else repositories.filter(visible_names(visible))).count(),
-        tags=tags.count(),
-        manifests=(Manifest.objects.all() if within is None else Manifest.objects.filter(within)).count(),
-        blobs=count,
-        stored_bytes=size,
-        recent=[RecentTag(*row) for row in recent[:RECENT_TAGS]],
+        repositories=data["repositories"], tags=data["tags"], manifests=data["manifests"], blobs=data["blobs"],
+        stored_bytes=data["bytes"], recent=[RecentTag(*row) for row in recent[:RECENT_TAGS]],
+        counted_at=totals.counted_at,
     )
 
 
-def _last_push() -> Any:
-    """The later of the newest manifest and the newest tag move: both are pushes."""
-    newest_manifest = Subquery(
-        Manifest.objects.filter(repository=OuterRef("pk")).order_by("-created_at").values("created_at")[:1]
-    )
-    newest_tag = Subquery(
-        Tag.objects.filter(repository=OuterRef("pk")).order_by("-updated_at").values("updated_at")[:1]
-    )
-    return Greatest(Coalesce(newest_tag, newest_manifest), newest_manifest)
+def _totals(visible: Visible, within: Q | None) -> tallies.Figures:
+    """The totals of what ``visible`` (``within``, its condition) holds: the registry's tally when it
+    is everything, else a tally of those repositories alone."""
+    small = tallies.registry_is_small()
+    if within is None:
+        return tallies.figures("registry", shared.registry_totals, small)
+    return tallies.figures(tallies.visible_key(visible), partial(shared.visible_totals, within), small)
 
 
-def repositories(search: str, page_number: Any, sort: str = "name",
-                 visible: Visible = EVERYTHING) -> tuple[Page, list[RepositoryRow]]:
-    query = shared.with_content()
-    condition = visible_names(visible)
-    if condition is not None:
-        query = query.filter(condition)
+class _Counted(Paginator):
+    """A paginator told its count (a tally, or a count up to a bound) instead of counting."""
+
+    def __init__(self, object_list: Any, per_page: int, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self.__dict__["count"] = count  # Paginator.count is a cached property
+
+
+SEARCH_COUNT = 10_000  # matches counted for a search, at most (each costs a look at a name)
+
+
+def repositories(search: str, page_number: Any, sort: str = "name", visible: Visible = EVERYTHING
+                 ) -> tuple[Page, list[RepositoryRow], datetime | None]:
+    """A page of the ``visible`` repositories with content, their rows, and when the total was
+    counted (None: now; a search counts its matches, up to SEARCH_COUNT + 1)."""
+    query, counted_at = shared.with_content(), None
+    within = visible_names(visible)
+    if within is not None:
+        query = query.filter(within)
     if search:
         query = query.filter(name__icontains=search)
+        count = shared.repositories_matching(search, SEARCH_COUNT + 1, within)
+    else:
+        totals = _totals(visible, within)
+        count, counted_at = totals.data["repositories"], totals.counted_at
     if sort == "recent":
-        query = query.annotate(last=_last_push()).order_by(F("last").desc(nulls_last=True), "name")
+        query = query.order_by("-pushed_at", "-id")  # repository_pushed_idx
     else:
         query = query.alias(key=byte_order("name")).order_by("key")
-    page = Paginator(query.values_list("id", "name"), PAGE_SIZE).get_page(page_number)
-    ids = [row[0] for row in page.object_list]
-    stats = _repository_stats(ids)
-    rows = [RepositoryRow(name, *stats.get(pk, (0, 0, None))) for pk, name in page.object_list]
-    return page, rows
+    page = _Counted(query.values_list("id", "name"), PAGE_SIZE, count).get_page(page_number)
+    stats = _repository_stats([row[0] for row in page.object_list])
+    rows = [RepositoryRow(name, stats[pk]["tags"], stats[pk]["bytes"], stats[pk]["pushed"], stats[pk]["counted_at"])
+            for pk, name in page.object_list]
+    return page, rows, counted_at
 
 
-def _repository_stats(ids: list[int]) -> dict[int, tuple[int, int, datetime | None]]:
-    """(tag count, linked blob bytes, last push) for each repository id."""
-    if not ids:
-        return {}
-    tags = {
-        r["repository_id"]: (r["n"], r["last"])
-        for r in Tag.objects.filter(repository_id__in=ids).values("repository_id")
-        .annotate(n=Count("id"), last=Max("updated_at")).order_by()
-    }
-    pushed = dict(
-        Manifest.objects.filter(repository_id__in=ids).values("repository_id")
-        .annotate(last=Max("created_at")).order_by().values_list("repository_id", "last")
-    )
-    sizes = dict(
-        BlobLink.objects.filter(repository_id__in=ids).values("repository_id")
-        .annotate(total=Sum("blob__size")).order_by().values_list("repository_id", "total")
-    )
-    stats = {}
-    for pk in ids:
-        count, tag_moved = tags.get(pk, (0, None))
-        moments = [m for m in (tag_moved, pushed.get(pk)) if m is not None]
-        stats[pk] = (count, sizes.get(pk) or 0, max(moments) if moments else None)
+def _repository_stats(ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Tags, manifests, linked blob bytes and last push of each repository: counted for the page,
+    or, for a repository too big to count on every view, as last counted (its ``counted_at``)."""
+    stats = shared.repository_figures(ids)
+    for pk, figures in stats.items():
+        figures["counted_at"] = None
+        if figures["big"]:
+            found = tallies.figures(f"repository:{pk}", partial(shared.repository_totals, pk), cheap=False)
+            figures |= {**found.data, "counted_at": found.counted_at}
     return stats
 
 
 def repository(name: str) -> RepositoryInfo:
     repo = get_repository(name)
-    count, size, last = _repository_stats([repo.id])[repo.id]
-    manifests = Manifest.objects.filter(repository_id=repo.id).count()
-    return RepositoryInfo(repo.id, repo.name, repo.created_at, count, manifests, size, last)
+    stats = _repository_stats([repo.id])[repo.id]
+    return RepositoryInfo(repo.id, repo.name, repo.created_at, stats["tags"], stats["manifests"], stats["bytes"],
+                          stats["pushed"], stats["counted_at"])
 
 
 def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[Page, list[TagRow]]:
@@ -222,7 +226,7 @@ def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[
         query = query.order_by("-updated_at", "-id")
     columns = ("name", "updated_at", "manifest_id", "manifest__digest", "manifest__media_type",
                "manifest__artifact_type", "manifest__size", "manifest__last_pulled_at")
-    page = Paginator(query.values_list(*columns), PAGE_SIZE).get_page(page_number)
+    page = _Counted(query.values_list(*columns), PAGE_SIZE, repo.tags).get_page(page_number)
     manifest_ids = {row[2] for row in page.object_list}
     sizes = content_sizes(repo.id, manifest_ids)
     platforms = _platforms(manifest_ids)
@@ -276,23 +280,25 @@ def _platforms(manifest_ids: Iterable[int]) -> dict[int, list[str]]:
     return {pk: summarize(bytes(body), media_type).platforms for pk, media_type, body in rows}
 
 
-def untagged(repo: RepositoryInfo) -> tuple[int, list[UntaggedRow]]:
-    """Manifests no tag points to (index children, referrers, images whose tag moved on)."""
-    query = Manifest.objects.filter(repository_id=repo.id, tags__isnull=True)
+UNTAGGED_SCAN = 5_000  # a repository's newest manifests the untagged list looks among
+
+
+def untagged(repo: RepositoryInfo) -> tuple[int, bool, list[UntaggedRow]]:
+    """Manifests no tag points to (index children, referrers, images whose tag moved on), newest
+    first, among the repository's UNTAGGED_SCAN newest: (how many there are, whether that counted
+    every manifest of the repository, the newest UNTAGGED_LIMIT of them)."""
+    newest = Manifest.objects.filter(repository_id=repo.id).order_by("-created_at", "-id")  # manifest_pushed_idx
+    window = newest.values("id")[:UNTAGGED_SCAN]
+    query = Manifest.objects.filter(id__in=window, tags__isnull=True)
     total = query.count()
     rows = list(
         query.order_by("-created_at", "-id").values_list(
             "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at", "last_pulled_at"
         )[:UNTAGGED_LIMIT]
     )
-    digests = [row[1] for row in rows]
-    children = set(
-        ManifestReference.objects.filter(
-            manifest__repository_id=repo.id, kind=ManifestReference.MANIFEST, digest__in=digests
-        ).values_list("digest", flat=True)
-    ) if digests else set()
+    children = {child for child, _parent in shared.index_parents(repo.id, [row[1] for row in rows])}
     sizes = content_sizes(repo.id, [row[0] for row in rows])
-    return total, [
+    return total, repo.manifests <= UNTAGGED_SCAN, [
         UntaggedRow(digest, media_type, artifact_type(kind), subject, sizes.get(pk) or size, created,
                     digest in children, pulled)
         for pk, digest, media_type, kind, subject, size, created, pulled in rows

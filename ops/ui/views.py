@@ -71,9 +71,11 @@ def home(request: UiRequest) -> HttpResponse:
 def repository_list(request: UiRequest) -> HttpResponse:
     search = request.GET.get("q", "").strip()[:255]
     sort = _choice(request, "sort", ("name", "recent"))
-    listing, rows = queries.repositories(search, request.GET.get("page"), sort, request.viewer.visible)
+    listing, rows, counted_at = queries.repositories(search, request.GET.get("page"), sort, request.viewer.visible)
+    more = queries.SEARCH_COUNT if search and listing.paginator.count > queries.SEARCH_COUNT else 0
     return page(request, "repositories.html", {
-        "nav": "repositories", "page": listing, "rows": rows, "q": search, "sort": sort,
+        "nav": "repositories", "page": listing, "rows": rows, "q": search, "sort": sort, "more": more,
+        "counted_at": counted_at,
         "deleted": _deleted(request, is_valid_name),
     })
 
@@ -84,10 +86,14 @@ def repository_detail(request: UiRequest, name: str) -> HttpResponse:
     info = queries.repository(name)
     sort = _choice(request, "sort", ("recent", "name"))
     listing, tags = queries.tags(info, request.GET.get("page"), sort)
-    untagged_total, untagged = queries.untagged(info) if listing.number == 1 else (0, [])
+    untagged_total, untagged_all, untagged = queries.untagged(info) if listing.number == 1 else (0, True, [])
+    # One reversal for the page, not three for each of its up to 150 rows: a tag or a digest needs
+    # no quoting in a path, and reversing was a third of the page's time.
+    manifests = reverse("ui:manifest", args=[info.name, "-"])[:-1]
     return page(request, "repository.html", {
-        "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort,
-        "untagged_total": untagged_total, "untagged": untagged,
+        "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort, "manifests": manifests,
+        "untagged_total": untagged_total, "untagged_all": untagged_all, "untagged": untagged,
+        "untagged_scan": queries.UNTAGGED_SCAN,
         "deleted": _deleted(request, _deleted_reference), "rules": policies.for_repository(info.name),
         "mirror": _mirror(name, info.id), "may_delete": request.viewer.may_delete(name),
     })

@@ -18,7 +18,6 @@ from registry.queries._sql import byte_order, visible_names
 from registry.queries.blobs import (
     BlobRow,
     BlobTotals,
-    LinkRow,
     MountSource,
     QuotaLink,
     StoredBlob,
@@ -27,14 +26,10 @@ from registry.queries.blobs import (
     blob_page,
     blob_totals,
     delete_blob,
-    delete_unreferenced_links,
-    delete_unused_blobs,
     known_digests,
     link_blob,
     linked_blob,
     linked_digests,
-    linked_since,
-    links_created_before,
     mount_sources,
     quota_links_by_id,
     quota_links_in_repository,
@@ -44,11 +39,29 @@ from registry.queries.blobs import (
     repositories_linking_blobs,
     unlink_blob,
 )
+from registry.queries.collection import (
+    LinkRow,
+    NamedRepository,
+    UnusedBlob,
+    blob_ranges,
+    delete_blob_rows,
+    delete_links,
+    forget_doomed,
+    hold_doomed,
+    link_ranges,
+    repositories_with_untagged,
+    repository_page,
+    serial_plans,
+    unreferenced_links,
+    unused_blobs,
+)
+from registry.queries.graph import GraphNode, candidate_page, graph_nodes, index_parents, tag_names_of
 from registry.queries.locks import (
     acquire_lease,
     delete_free_lease,
     lease_held,
     lock_keys,
+    lock_repository,
     release_lease,
     renew_lease,
     set_lease_data,
@@ -57,9 +70,6 @@ from registry.queries.manifests import (
     ManifestDetails,
     ManifestNode,
     ManifestRow,
-    blob_reference_counts,
-    blob_reference_counts_in,
-    blob_references,
     delete_manifest,
     delete_manifests,
     index_children,
@@ -94,10 +104,27 @@ from registry.queries.quotas import (
     usage_of,
 )
 from registry.queries.referrers import ReferrerRow, annotations_of, referrer_rows
+from registry.queries.retention import (
+    Doomed,
+    Kept,
+    Removal,
+    TagLine,
+    add_doomed,
+    add_kept,
+    add_removals,
+    clear_doomed,
+    doomed_among,
+    doomed_by_push,
+    kept_by_push,
+    plan_tables,
+    removals_by_name,
+    removed_names,
+    tags_newest_first,
+    tags_of_manifests,
+)
 from registry.queries.repositories import (
     RemovedRows,
     RepositoryRow,
-    all_repositories,
     catalog_names,
     create_repository,
     delete_repository,
@@ -105,6 +132,19 @@ from registry.queries.repositories import (
     probe_registry_table,
     takes_writes,
     with_content,
+)
+from registry.queries.tallies import (
+    BIG_REPOSITORY,
+    biggest_table_rows,
+    claim_tally,
+    read_tally,
+    registry_totals,
+    release_tally,
+    repositories_matching,
+    repository_figures,
+    repository_totals,
+    store_tally,
+    visible_totals,
 )
 from registry.queries.tags import (
     TagRow,
@@ -116,7 +156,6 @@ from registry.queries.tags import (
     tag_rows,
     tag_digests,
     tag_targets,
-    tagged_manifests,
     tags_for_removal,
     tags_of,
     tags_of_digest,
@@ -144,17 +183,23 @@ __all__ = [
     # _sql
     "byte_order", "visible_names",
     # blobs
-    "BlobRow", "BlobTotals", "LinkRow", "MountSource", "QuotaLink", "StoredBlob", "blob_count", "blob_exists",
-    "blob_page", "blob_totals", "delete_blob", "delete_unreferenced_links", "delete_unused_blobs",
-    "known_digests", "link_blob", "linked_blob", "linked_digests", "linked_since", "links_created_before",
+    "BlobRow", "BlobTotals", "MountSource", "QuotaLink", "StoredBlob", "blob_count", "blob_exists",
+    "blob_page", "blob_totals", "delete_blob",
+    "known_digests", "link_blob", "linked_blob", "linked_digests",
     "mount_sources", "quota_links_by_id", "quota_links_in_repository", "quota_links_of_blobs",
     "quota_links_of_digest", "repositories_linking", "repositories_linking_blobs", "unlink_blob",
+    # collection
+    "LinkRow", "NamedRepository", "UnusedBlob", "blob_ranges", "delete_blob_rows", "delete_links", "forget_doomed",
+    "hold_doomed", "link_ranges", "repositories_with_untagged", "repository_page", "serial_plans",
+    "unreferenced_links", "unused_blobs",
+    # graph
+    "GraphNode", "candidate_page", "graph_nodes", "index_parents", "tag_names_of",
     # locks
-    "acquire_lease", "delete_free_lease", "lease_held", "lock_keys", "release_lease", "renew_lease",
+    "acquire_lease", "delete_free_lease", "lease_held", "lock_keys", "lock_repository", "release_lease", "renew_lease",
     "set_lease_data",
     # manifests
-    "ManifestDetails", "ManifestNode", "ManifestRow", "blob_reference_counts", "blob_reference_counts_in",
-    "blob_references", "delete_manifest", "delete_manifests", "index_children", "insert_manifest",
+    "ManifestDetails", "ManifestNode", "ManifestRow",
+    "delete_manifest", "delete_manifests", "index_children", "insert_manifest",
     "manifest_by_digest", "manifest_by_tag", "manifest_details", "manifest_id", "manifest_nodes",
     "stored_manifests", "touch_pulled",
     # proxy
@@ -165,13 +210,20 @@ __all__ = [
     "usage_of",
     # referrers
     "ReferrerRow", "annotations_of", "referrer_rows",
+    # retention
+    "Doomed", "Kept", "Removal", "TagLine", "add_doomed", "add_kept", "add_removals", "clear_doomed", "doomed_among",
+    "doomed_by_push", "kept_by_push", "plan_tables", "removals_by_name", "removed_names", "tags_newest_first",
+    "tags_of_manifests",
     # repositories
-    "RemovedRows", "RepositoryRow", "all_repositories", "catalog_names", "create_repository",
+    "RemovedRows", "RepositoryRow", "catalog_names", "create_repository",
     "delete_repository", "find_repository", "probe_registry_table", "takes_writes", "with_content",
+    # tallies
+    "BIG_REPOSITORY", "biggest_table_rows", "claim_tally", "read_tally", "registry_totals", "release_tally",
+    "repositories_matching", "repository_figures", "repository_totals", "store_tally",
+    "visible_totals",
     # tags
     "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",
-    "tag_digests", "tag_targets", "tagged_manifests", "tags_for_removal", "tags_of", "tags_of_digest",
-    "tags_reaching",
+    "tag_digests", "tag_targets", "tags_for_removal", "tags_of", "tags_of_digest", "tags_reaching",
     # uploads
     "Session", "acquire_session", "count_live_sessions", "delete_idle_session", "delete_session", "idle_sessions",
     "insert_session", "known_sessions", "multipart_upload_ids", "read_session", "release_session", "renew_session",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
-from django.db.models import Count, Exists, OuterRef, Sum
+from django.db.models import Count, Sum
 
-from registry.models import Blob, BlobLink, ManifestReference, Repository
+from registry.models import Blob, BlobLink, Repository
 from registry.queries._sql import execute, fetch_all, fetch_one, marks, moment, statement, table
 
 
@@ -138,64 +138,6 @@ def delete_blob(digest: str) -> None:
     """Forget a blob: its links in every repository and its row."""
     BlobLink.objects.filter(blob__digest=digest).delete()
     Blob.objects.filter(digest=digest).delete()
-
-
-# -- garbage collection ----------------------------------------------------------------------------
-
-
-class LinkRow(NamedTuple):
-    id: int
-    repository_id: int
-    repository: str
-    digest: str
-
-
-def links_created_before(cutoff: datetime, after_id: int, limit: int) -> list[LinkRow]:
-    """Links made before ``cutoff`` with ids above ``after_id``, in id order."""
-    rows = (BlobLink.objects.filter(id__gt=after_id, created_at__lt=cutoff).order_by("id")
-            .values_list("id", "repository_id", "repository__name", "blob__digest"))
-    return [LinkRow(*row) for row in rows[:limit]]
-
-
-def delete_unreferenced_links(link_ids: list[int], cutoff: datetime) -> set[int]:
-    """Of ``link_ids``, delete those made before ``cutoff`` that no manifest of their repository
-    references, checked again here; the ids deleted. Run it under the digests' locks."""
-    referenced = ManifestReference.objects.filter(
-        kind=ManifestReference.BLOB,
-        digest=OuterRef("blob__digest"),
-        manifest__repository_id=OuterRef("repository_id"),
-    )
-    still = set(
-        BlobLink.objects.filter(id__in=link_ids, created_at__lt=cutoff)
-        .exclude(Exists(referenced))
-        .values_list("id", flat=True)
-    )
-    BlobLink.objects.filter(id__in=still).delete()
-    return still
-
-
-def linked_since(blob_ids: list[int], cutoff: datetime) -> set[int]:
-    """Which of the blobs ``blob_ids`` were linked (again) at or after ``cutoff``."""
-    return set(BlobLink.objects.filter(blob_id__in=blob_ids, created_at__gte=cutoff)
-               .values_list("blob_id", flat=True))
-
-
-def delete_unused_blobs(blob_ids: list[int], cutoff: datetime) -> list[BlobRow]:
-    """Of ``blob_ids``, delete the blobs created before ``cutoff`` that no manifest references and
-    nothing linked since, checked again here, with their links; the blobs deleted (their data is
-    still stored). Run it under the digests' locks."""
-    referenced = ManifestReference.objects.filter(kind=ManifestReference.BLOB, digest=OuterRef("digest"))
-    fresh = BlobLink.objects.filter(blob=OuterRef("pk"), created_at__gte=cutoff)
-    still = list(
-        Blob.objects.filter(id__in=blob_ids, created_at__lt=cutoff)
-        .exclude(Exists(referenced))
-        .exclude(Exists(fresh))
-        .values_list("id", "digest", "size")
-    )
-    ids = [row[0] for row in still]
-    BlobLink.objects.filter(blob_id__in=ids).delete()
-    Blob.objects.filter(id__in=ids).delete()
-    return [BlobRow(digest, size) for _id, digest, size in still]
 
 
 # -- quotas ----------------------------------------------------------------------------------------

@@ -67,3 +67,15 @@ def lock_keys(keys: list[str]) -> None:
     with connection.cursor() as cursor:
         for key in keys:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
+
+
+def lock_repository(repository_id: int, exclusive: bool) -> None:
+    """Hold the repository's lock until the current transaction ends: shared by the pushes that
+    may make a manifest reachable (a manifest PUT), exclusive for the collector deleting the
+    manifests nothing reaches, so that it decides and deletes with no push in between. SQLite's
+    one writer at a time does that already."""
+    if connection.vendor != "postgresql":
+        return
+    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(hashtextextended(%s, 0))", [f"repository:{repository_id}"])

@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import Any, Iterable, NamedTuple
 
 from django.db import connection
-from django.db.models import Count
 
 from registry.models import Manifest, ManifestReference, Repository, Tag
 from registry.queries._sql import execute, fetch_all, fetch_one, marks, moment, statement, table
+from registry.queries.repositories import touch_pushed
 
 
 class ManifestRow(NamedTuple):
@@ -130,6 +130,7 @@ def insert_manifest(repository_id: int, digest: str, body: bytes, media_type: st
         [ManifestReference(manifest=manifest, digest=d, kind=ManifestReference.BLOB) for d in blobs]
         + [ManifestReference(manifest=manifest, digest=d, kind=ManifestReference.MANIFEST) for d in children]
     )
+    touch_pushed(repository_id, manifest.created_at)
     return int(manifest.pk)
 
 
@@ -166,33 +167,3 @@ def index_children(repository_id: int) -> list[tuple[int, str]]:
 
 def delete_manifests(manifest_ids: list[int]) -> None:
     Manifest.objects.filter(id__in=manifest_ids).only("id").delete()  # never load the bodies
-
-
-def blob_references(manifest_ids: list[int]) -> list[str]:
-    """The blob digests the manifests reference, once per reference."""
-    return list(ManifestReference.objects.filter(manifest_id__in=manifest_ids, kind=ManifestReference.BLOB)
-                .values_list("digest", flat=True))
-
-
-def blob_reference_counts(digests: Iterable[str]) -> dict[str, int]:
-    """How many manifests, in any repository, reference each of ``digests`` (absent: none)."""
-    counts = (ManifestReference.objects.filter(kind=ManifestReference.BLOB, digest__in=list(digests))
-              .values("digest").annotate(n=Count("id")).values_list("digest", "n"))
-    return dict(counts)
-
-
-def blob_reference_counts_in(pairs: Iterable[tuple[int, str]]) -> dict[tuple[int, str], int]:
-    """How many manifests of repository ``r`` reference blob ``d``, for each (r, d) of ``pairs``
-    (more pairs may be counted; absent: none)."""
-    pairs = list(pairs)
-    counts = (
-        ManifestReference.objects.filter(
-            kind=ManifestReference.BLOB,
-            digest__in={digest for _repo, digest in pairs},
-            manifest__repository_id__in={repo for repo, _digest in pairs},
-        )
-        .values("manifest__repository_id", "digest")
-        .annotate(n=Count("id"))
-        .values_list("manifest__repository_id", "digest", "n")
-    )
-    return {(repo, digest): n for repo, digest, n in counts}

@@ -2,14 +2,14 @@
 (what the catalog and the UI list), and deleting one with everything recorded in it."""
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
 from registry.models import BlobLink, Manifest, ManifestReference, Repository, Tag, Upload
-from registry.queries._sql import byte_order, fetch_one, reader, statement, table, visible_names
+from registry.queries._sql import byte_order, execute, fetch_one, moment, reader, statement, table, visible_names
 from registry.visibility import EVERYTHING, Visible
 
 
@@ -32,6 +32,20 @@ def find_repository(name: str) -> RepositoryRow | None:
     return RepositoryRow(row[0], name, reader(Repository, "created_at")(row[1]))
 
 
+PUSHED_EVERY = timedelta(minutes=1)  # a push is recorded at most once per minute and repository
+
+
+@statement
+def _touch_pushed_sql() -> str:
+    return f"UPDATE {table(Repository)} SET pushed_at = %s WHERE id = %s AND (pushed_at IS NULL OR pushed_at < %s)"
+
+
+def touch_pushed(repository_id: int, now: datetime) -> None:
+    """Record a push (a manifest stored, a tag moved), unless one was recorded in the last minute:
+    the repository's row is written once a minute at most, however many pushes it gets."""
+    execute(_touch_pushed_sql(), [moment(now), repository_id, moment(now - PUSHED_EVERY)])
+
+
 def create_repository(name: str) -> RepositoryRow:
     """The repository ``name``, created unless it exists (by this request or a concurrent one)."""
     repository, _ = Repository.objects.get_or_create(name=name)
@@ -49,12 +63,6 @@ def takes_writes(conn: Any) -> bool:
     primary taking writes: not in recovery, and not read-only by default."""
     row = conn.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')").fetchone()
     return row is not None and not row[0] and row[1] != "on"
-
-
-def all_repositories() -> list[RepositoryRow]:
-    """Every repository, by name."""
-    return [RepositoryRow(*row) for row in
-            Repository.objects.order_by("name").values_list("id", "name", "created_at")]
 
 
 def with_content() -> QuerySet[Repository]:

@@ -7,6 +7,7 @@ from typing import NamedTuple, Sequence
 
 from registry.models import Manifest, ManifestReference, Repository, Tag
 from registry.queries._sql import byte_order, byte_order_sql, execute_many, fetch_all, moment, statement, table
+from registry.queries.repositories import touch_pushed
 
 
 @statement
@@ -24,15 +25,18 @@ def point_tags(repository_id: int, manifest_id: int, tags: list[str], now: datet
     if tags:
         at = moment(now)
         execute_many(_upsert_sql(), [(repository_id, tag, manifest_id, at) for tag in tags])
+        touch_pushed(repository_id, now)
 
 
 @statement
 def _names_sql(after: bool, limited: bool) -> str:
     # Hand-written: compiling it with the ORM, plus a separate repository lookup, was most of a list.
+    # The repository's id as a scalar subquery, not a join: PostgreSQL then reads tag_name_bytes in
+    # the order asked for and stops at the limit, where after a join it sorted the whole repository.
     key = byte_order_sql("t.name")
-    return (f"SELECT t.name FROM {table(Tag)} t JOIN {table(Repository)} r ON r.id = t.repository_id "
-            "WHERE r.name = %s" + (f" AND {key} > %s" if after else "") + f" ORDER BY {key}"
-            + (" LIMIT %s" if limited else ""))
+    return (f"SELECT t.name FROM {table(Tag)} t WHERE t.repository_id = "
+            f"(SELECT r.id FROM {table(Repository)} r WHERE r.name = %s)"
+            + (f" AND {key} > %s" if after else "") + f" ORDER BY {key}" + (" LIMIT %s" if limited else ""))
 
 
 def tag_names(repository: str, after: str | None, limit: int | None) -> list[str]:
@@ -46,11 +50,6 @@ def tags_of(manifest_id: int) -> list[str]:
     """The tags pointing at a manifest, in byte order."""
     return list(Tag.objects.filter(manifest_id=manifest_id).alias(key=byte_order("name")).order_by("key")
                 .values_list("name", flat=True))
-
-
-def tagged_manifests(repository_id: int) -> set[int]:
-    """Ids of the repository's manifests that a tag points at."""
-    return set(Tag.objects.filter(repository_id=repository_id).values_list("manifest_id", flat=True))
 
 
 def delete_tag(repository_id: int, name: str) -> int:

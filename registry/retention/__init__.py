@@ -1,3 +1,4 @@
-"""Retention: ``planner`` decides (pure), ``executor`` loads a repository's state, removes the tags
-the plan names and tells what the next garbage collection removes; ``services.gc`` asks
-``executor.collectable`` which manifests of a repository under a rule it may remove."""
+"""Retention: ``planner`` decides (pure, over a snapshot in memory: the rule's specification),
+``executor`` makes the same plan a page at a time over the database, removes the tags it names and
+tells what the next garbage collection removes; ``services.gc`` asks ``executor.roots`` what keeps
+a covered repository's manifests."""

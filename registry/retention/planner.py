@@ -148,9 +148,11 @@ def _kept_manifests(repo: _Repository, root_tags: Iterable[TagState], rule: Rete
     return repo.reach(roots | _young(repo, rule, now, at_most) | _pulled(repo, rule, now))
 
 
-def _tag_verdict(tag: TagState, rank: int, repo: _Repository, rule: RetentionRule,
-                 immutable: ImmutableRule | None, now: datetime) -> str | None:
-    """None when a clause keeps the tag, else why it goes: every clause that did not keep it."""
+def tag_verdict(tag: TagState, rank: int, last_pulled: datetime | None, rule: RetentionRule,
+                immutable: ImmutableRule | None, now: datetime) -> str | None:
+    """None when a clause keeps the tag (``rank``: its place among the counted tags, newest push
+    first; ``last_pulled``: its manifest's last pull), else why it goes: every clause that did not
+    keep it."""
     if immutable is not None and immutable.covers(tag.name):
         return None
     if not rule.removes_tags or rule.kept_by_pattern(tag.name):
@@ -163,13 +165,32 @@ def _tag_verdict(tag: TagState, rank: int, repo: _Repository, rule: RetentionRul
                       f"it is #{rank + 1})")
     pulled = _pulled_cutoff(rule, now)
     if pulled is not None:
-        last = repo.by_id[tag.manifest_id].last_pulled_at
-        if tag.pushed_at >= pulled or (last is not None and last >= pulled):
+        if tag.pushed_at >= pulled or (last_pulled is not None and last_pulled >= pulled):
             return None
-        seen = f"last pulled {_age(now, last)} ago" if last is not None else "never pulled"
+        seen = f"last pulled {_age(now, last_pulled)} ago" if last_pulled is not None else "never pulled"
         missed.append(f"neither pushed nor pulled within {rule.pulled_within_days} days (pulled_within_days = "
                       f"{rule.pulled_within_days}; pushed {_age(now, tag.pushed_at)} ago, {seen})")
     return "; ".join(missed)
+
+
+def referrer_tag_reason(rule: RetentionRule, subject: str) -> str:
+    return f"{rule.title}: on a referrer of {subject}, which goes"
+
+
+def manifest_reason(rule: RetentionRule, now: datetime, pushed_at: datetime, referrer_of: str | None,
+                    removed_tags: list[str], doomed_index: str | None) -> str:
+    """Why a manifest goes: it is a referrer of ``referrer_of``, its tags ``removed_tags`` go, the
+    only indexes listing it go (``doomed_index`` names one), or it is untagged and old."""
+    if referrer_of:
+        why = f"a referrer of {referrer_of}, which goes"
+    elif removed_tags:
+        why = f"its tags go ({', '.join(sorted(removed_tags))}), pushed {_age(now, pushed_at)} ago"
+    elif doomed_index:
+        why = f"listed only by index {doomed_index}, which goes"
+    else:
+        why = (f"untagged, pushed {_age(now, pushed_at)} ago (untagged_after_hours = "
+               f"{rule.untagged_after_hours})")
+    return f"{rule.title}: {why}"
 
 
 def plan(snapshot: Snapshot, rule: RetentionRule, immutable: ImmutableRule | None, now: datetime) -> Plan:
@@ -180,17 +201,18 @@ def plan(snapshot: Snapshot, rule: RetentionRule, immutable: ImmutableRule | Non
     counted.sort(key=lambda t: (t.pushed_at, t.id), reverse=True)
     kept: list[TagState] = []
     for rank, tag in enumerate(counted):
-        why = _tag_verdict(tag, rank, repo, rule, immutable, now)
+        last_pulled = repo.by_id[tag.manifest_id].last_pulled_at
+        why = tag_verdict(tag, rank, last_pulled, rule, immutable, now)
         if why is None:
             kept.append(tag)
         else:
-            result.tags.append(TagRemoval(tag, repo.by_id[tag.manifest_id].last_pulled_at, f"{rule.title}: {why}"))
+            result.tags.append(TagRemoval(tag, last_pulled, f"{rule.title}: {why}"))
     alive = _kept_manifests(repo, kept, rule, immutable, now)
     for tag in snapshot.tags:  # tags of referrers go with their subject
         if tag.manifest_id in repo.by_id and repo.is_referrer(tag.manifest_id) and tag.manifest_id not in alive:
             subject = repo.by_id[tag.manifest_id].subject
             result.tags.append(TagRemoval(tag, repo.by_id[tag.manifest_id].last_pulled_at,
-                                          f"{rule.title}: on a referrer of {subject}, which goes"))
+                                          referrer_tag_reason(rule, subject)))
     result.tags.sort(key=lambda r: r.tag.name)
     removed_tags: dict[int, list[str]] = defaultdict(list)
     for removal in result.tags:
@@ -202,8 +224,11 @@ def plan(snapshot: Snapshot, rule: RetentionRule, immutable: ImmutableRule | Non
         for child in children:
             parents[child].append(repo.by_id[index_id].digest)
     for m in sorted(doomed, key=lambda m: (m.pushed_at, m.digest)):
-        why = _manifest_reason(m, repo, removed_tags, doomed_ids, parents, rule, now)
-        result.manifests.append(ManifestRemoval(m, f"{rule.title}: {why}"))
+        listing = [p for p in parents.get(m.digest, ()) if repo.by_digest[p].id in doomed_ids]
+        only_doomed = listing[0] if listing and len(listing) == len(parents[m.digest]) else None
+        why = manifest_reason(rule, now, m.pushed_at, m.subject if repo.is_referrer(m.id) else None,
+                              removed_tags.get(m.id, []), only_doomed)
+        result.manifests.append(ManifestRemoval(m, why))
     result.kept = _kept_all_the_same(repo, kept, removed_tags, alive, rule, immutable, now)
     return result
 
@@ -217,38 +242,27 @@ def _kept_all_the_same(repo: _Repository, kept_tags: list[TagState], removed_tag
     still_tagged = repo.reach({t.manifest_id for t in kept_tags} | immutable_roots)
     orphaned = repo.reach(removed_tags.keys()) - still_tagged
     pulled = repo.reach(_pulled(repo, rule, now))
-    after = timedelta(hours=rule.untagged_after_hours)
     young = _young(repo, rule, now, None)
+    return [ManifestKept(m, kept_reason(rule, now, m.pushed_at, m.id in pulled, m.id in young),
+                         waiting=m.id not in pulled)
+            for m in sorted((repo.by_id[mid] for mid in orphaned & alive), key=lambda m: (m.pushed_at, m.digest))]
+
+
+def kept_reason(rule: RetentionRule, now: datetime, pushed_at: datetime, pulled: bool, young: bool) -> str:
+    """Why a manifest whose tags go stays all the same: it is ``pulled`` (or reached by a manifest
+    pulled) within pulled_within_days, else it is ``young`` or reached by a manifest that is."""
+    if pulled:
+        return (f"{rule.title}: kept: pulled, or reached by a manifest pulled, within {rule.pulled_within_days} "
+                f"days (pulled_within_days = {rule.pulled_within_days})")
     hours = f"untagged_after_hours = {rule.untagged_after_hours}"
-    result = []
-    for m in sorted((repo.by_id[mid] for mid in orphaned & alive), key=lambda m: (m.pushed_at, m.digest)):
-        if m.id in pulled:
-            why = (f"kept: pulled, or reached by a manifest pulled, within {rule.pulled_within_days} days "
-                   f"(pulled_within_days = {rule.pulled_within_days})")
-            result.append(ManifestKept(m, f"{rule.title}: {why}", waiting=False))
-            continue
-        if m.id in young:
-            until = (f"until {(m.pushed_at + after).isoformat(timespec='minutes').replace('+00:00', 'Z')} "
-                     f"(pushed {_age(now, m.pushed_at)} ago; {hours})")
-        else:
-            until = f"while a manifest pushed within untagged_after_hours reaches it ({hours})"
-        why = (f"stays untagged {until}; garbagecollect --delete-untagged removes it once it is older than the "
-               "collection's grace period")
-        result.append(ManifestKept(m, f"{rule.title}: {why}", waiting=True))
-    return result
-
-
-def _manifest_reason(m: ManifestState, repo: _Repository, removed_tags: dict[int, list[str]], doomed: set[int],
-                     parents: dict[str, list[str]], rule: RetentionRule, now: datetime) -> str:
-    if repo.is_referrer(m.id):
-        return f"a referrer of {m.subject}, which goes"
-    if removed_tags.get(m.id):
-        return f"its tags go ({', '.join(sorted(removed_tags[m.id]))}), pushed {_age(now, m.pushed_at)} ago"
-    listing = [p for p in parents.get(m.digest, ()) if repo.by_digest[p].id in doomed]
-    if listing and len(listing) == len(parents[m.digest]):
-        return f"listed only by index {listing[0]}, which goes"
-    return (f"untagged, pushed {_age(now, m.pushed_at)} ago (untagged_after_hours = "
-            f"{rule.untagged_after_hours})")
+    if young:
+        after = timedelta(hours=rule.untagged_after_hours)
+        until = (f"until {(pushed_at + after).isoformat(timespec='minutes').replace('+00:00', 'Z')} "
+                 f"(pushed {_age(now, pushed_at)} ago; {hours})")
+    else:
+        until = f"while a manifest pushed within untagged_after_hours reaches it ({hours})"
+    return (f"{rule.title}: stays untagged {until}; garbagecollect --delete-untagged removes it once it is older "
+            "than the collection's grace period")
 
 
 def collectable(snapshot: Snapshot, rule: RetentionRule, immutable: ImmutableRule | None,

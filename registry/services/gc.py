@@ -7,7 +7,7 @@ the database and every deletion re-checks it under the digest locks that writers
 1. Upload sessions idle for longer than ``upload_expiry_hours`` go, with their partial data; so
    do a pull-through cache's images not pulled for its ``evict_after_days`` (registry.proxy).
 2. In a repository a ``[[retention]]`` rule covers, the manifests its rule leaves to go
-   (retention.executor.collectable: untagged for longer than untagged_after_hours, or with
+   (retention.executor.roots: untagged for longer than untagged_after_hours, or with
    ``delete_untagged`` for longer than the grace period, unless pulled within pulled_within_days;
    and the referrers of those); in the others, with ``delete_untagged``, manifests that no tag reaches,
    directly, through an index or as a referrer of a reached manifest. Per repository, re-marked
@@ -29,7 +29,6 @@ finds the blob gone and fails with MANIFEST_BLOB_UNKNOWN.
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -41,7 +40,7 @@ from registry.policies.rules import current as current_policies
 from registry.proxy import eviction
 from registry.proxy.mirrors import mirrored
 from registry.retention import executor as retention
-from registry.services import sweep, uploads
+from registry.services import reachability, sweep, uploads
 from registry.services.sweep import Report
 from registry.storage import default_driver
 from registry.storage.driver import StorageDriver
@@ -77,16 +76,24 @@ class Result:
 def collect(options: Options, report: Report = sweep.silent) -> Result:
     """Run one collection; ``report`` receives one line per thing removed and progress lines."""
     run = _Run(options, default_driver(), report)
-    run.result.uploads = uploads.purge_expired(options.upload_expiry, dry_run=options.dry_run)
-    run.evict_cached()
-    if options.delete_untagged or current_policies().retention:
-        run.manifests()
-    run.links()
-    run.blobs()
-    run.orphaned_files()
+    try:
+        run.result.uploads = uploads.purge_expired(options.upload_expiry, dry_run=options.dry_run)
+        run.evict_cached()
+        with queries.serial_plans():
+            if options.delete_untagged or current_policies().retention:
+                run.manifests()
+            run.links()
+            run.blobs()
+        run.orphaned_files()
+    finally:
+        if run.holding_doomed:
+            queries.forget_doomed()
     if not options.dry_run and current_policies().quotas:
         quotas.reconcile(report)
     return run.result
+
+
+REPOSITORY_PAGE = 1000
 
 
 class _Run:
@@ -95,29 +102,29 @@ class _Run:
         self.cutoff: datetime = timezone.now() - options.grace
         self.verb = "would remove" if options.dry_run else "removed"
         self.result = Result()
-        # A dry run deletes no manifest, so it discounts the blob references of those it would.
-        self.doomed_refs: Counter[tuple[int, str]] = Counter()
-        self.doomed_refs_anywhere: Counter[str] = Counter()
+        # A dry run deletes no manifest, so it discounts the blob references of those it would:
+        # their ids are held in a temporary table the later statements leave out.
+        self.holding_doomed = False
 
     # -- manifests ---------------------------------------------------------------------------
 
     def manifests(self) -> None:
-        for repository in queries.all_repositories():
-            doomed = self._unwanted(repository.id, repository.name)
-            if not doomed:
-                continue
-            if self.options.dry_run:
-                self._discount_references(repository.id, list(doomed))
-            else:
-                doomed = self._delete_manifests(repository.id, repository.name, doomed)
-            for digest in sorted(doomed.values()):
-                self.report(f"{self.verb} manifest {repository.name}@{digest}")
-            self.result.manifests += len(doomed)
+        after, governed = 0, bool(current_policies().retention)
+        while page := queries.repository_page(after, REPOSITORY_PAGE):
+            after = page[-1].id
+            untagged = (queries.repositories_with_untagged(page[0].id, page[-1].id, self.cutoff)
+                        if self.options.delete_untagged else set())
+            for repository in page:
+                if not governed and repository.id not in untagged:
+                    continue  # most repositories: one statement for the page decided it
+                roots = self._roots(repository.name, repository.id in untagged)
+                if roots is not None:
+                    self._collect_manifests(repository, roots)
 
     def evict_cached(self) -> None:
         for found in eviction.stale(timezone.now()):
             if self.options.dry_run:
-                self._discount_references(found.repository_id, list(found.manifests))
+                self._hold_doomed(list(found.manifests))
                 doomed = found.manifests
             else:
                 doomed = eviction.evict(found)
@@ -125,100 +132,94 @@ class _Run:
                 self.report(f"{self.verb} cached manifest {found.name}@{digest} (not pulled for {found.days} days)")
             self.result.manifests += len(doomed)
 
-    def _unwanted(self, repository_id: int, name: str) -> dict[int, str]:
-        """A repository a retention rule covers follows its rule, and with ``delete_untagged`` also
-        loses the untagged manifests older than the grace period that the rule does not keep by
-        pulls; the others lose their untagged manifests only with ``delete_untagged``; a
-        pull-through cache's, only by eviction."""
+    def _roots(self, name: str, has_untagged: bool) -> reachability.Roots | None:
+        """What keeps a repository's manifests, or None when none goes: a repository a retention
+        rule covers follows its rule, and with ``delete_untagged`` also loses the untagged
+        manifests older than the grace period that the rule does not keep by pulls; the others lose
+        their untagged manifests only with ``delete_untagged``; a pull-through cache's, only by
+        eviction."""
         if mirrored(name):
-            return {}
-        governed = retention.collectable(repository_id, name,
-                                         at_most=self.options.grace if self.options.delete_untagged else None)
+            return None
+        governed = retention.roots(name, at_most=self.options.grace if self.options.delete_untagged else None)
         if governed is not None:
             return governed
-        return unreachable_manifests(repository_id, self.cutoff) if self.options.delete_untagged else {}
+        return reachability.untagged_roots(self.cutoff) if has_untagged else None
 
-    def _delete_manifests(self, repository_id: int, name: str, candidates: dict[int, str]) -> dict[int, str]:
-        with sweep.locked(candidates.values()):
-            still = self._unwanted(repository_id, name)
-            doomed = {mid: digest for mid, digest in candidates.items() if still.get(mid) == digest}
-            for chunk in sweep.chunks(doomed):
-                queries.delete_manifests(chunk)
-        return doomed
+    def _collect_manifests(self, repository: queries.NamedRepository, roots: reachability.Roots) -> None:
+        """A page of candidates at a time, each decided and (unless a dry run) deleted in one
+        transaction holding the repository's lock, so that no push makes one reachable between."""
+        after = ""
+        while True:
+            if self.options.dry_run:
+                page = reachability.candidates(repository.id, roots, after)
+                doomed = reachability.unkept(repository.id, page, roots)
+                self._hold_doomed([node.id for node in doomed])
+            else:
+                with sweep.writing():
+                    queries.lock_repository(repository.id, exclusive=True)
+                    page = reachability.candidates(repository.id, roots, after)
+                    doomed = reachability.unkept(repository.id, page, roots)
+                    queries.delete_manifests([node.id for node in doomed])
+            if not page:
+                return
+            after = page[-1].digest
+            for node in doomed:
+                self.report(f"{self.verb} manifest {repository.name}@{node.digest}")
+            self.result.manifests += len(doomed)
 
-    def _discount_references(self, repository_id: int, manifest_ids: list[int]) -> None:
-        for chunk in sweep.chunks(manifest_ids):
-            for digest in queries.blob_references(chunk):
-                self.doomed_refs[(repository_id, digest)] += 1
-                self.doomed_refs_anywhere[digest] += 1
+    def _hold_doomed(self, manifest_ids: list[int]) -> None:
+        if manifest_ids:
+            queries.hold_doomed(manifest_ids)
+            self.holding_doomed = True
 
     # -- blob links ----------------------------------------------------------------------------
 
     def links(self) -> None:
-        last = 0
-        while True:
-            page = queries.links_created_before(self.cutoff, last, sweep.BATCH)
-            if not page:
-                return
-            last = page[-1].id
-            in_use = self._referenced_in_repositories({(link.repository_id, link.digest) for link in page})
-            unused = [link for link in page if (link.repository_id, link.digest) not in in_use]
+        for low, high in queries.link_ranges(sweep.RANGE):
+            unused = queries.unreferenced_links(low, high, self.cutoff, discount=self.holding_doomed)
             if unused and not self.options.dry_run:
-                unused = self._delete_links(unused)
+                unused = [gone for chunk in sweep.chunks(unused) for gone in self._delete_links(chunk)]
             for link in unused:
                 self.report(f"{self.verb} blob link {link.repository}@{link.digest}")
             self.result.blob_links += len(unused)
 
-    def _referenced_in_repositories(self, pairs: set[tuple[int, str]]) -> set[tuple[int, str]]:
-        counts = queries.blob_reference_counts_in(pairs)
-        return {pair for pair, n in counts.items() if n > self.doomed_refs[pair]}
-
     def _delete_links(self, links: list[queries.LinkRow]) -> list[queries.LinkRow]:
+        """Delete those of ``links`` still unreferenced, checked again under the digests' locks."""
         ids = [link.id for link in links]
+        low, high = min(link.repository_id for link in links), max(link.repository_id for link in links)
         with sweep.locked(link.digest for link in links), quotas.releasing(lambda: queries.quota_links_by_id(ids)):
-            deleted = queries.delete_unreferenced_links(ids, self.cutoff)
-        return [link for link in links if link.id in deleted]
+            still = queries.unreferenced_links(low, high, self.cutoff, link_ids=ids)
+            queries.delete_links([link.id for link in still])
+        return still
 
     # -- blobs ---------------------------------------------------------------------------------
 
     def blobs(self) -> None:
         total = queries.blob_count()
         progress = sweep.Progress(self.report, lambda checked: f"{checked} of {total} blobs checked")
-        for page in sweep.blob_pages():
-            self._collect_blobs([blob for blob in page if blob.created_at < self.cutoff])
-            progress.add(len(page))
+        for low, high in queries.blob_ranges(sweep.RANGE):
+            unused = queries.unused_blobs(low, high, self.cutoff, discount=self.holding_doomed)
+            for chunk in sweep.chunks(unused):
+                self._collect_blobs(low, high, chunk)
+            progress.add(min(sweep.RANGE, total - progress.count))  # a range holds RANGE blobs, the last fewer
 
-    def _collect_blobs(self, blobs: list[queries.StoredBlob]) -> None:
-        if not blobs:
-            return
-        referenced = self._referenced_anywhere({blob.digest for blob in blobs})
-        fresh = queries.linked_since([blob.id for blob in blobs], self.cutoff)
-        unused = [blob for blob in blobs if blob.digest not in referenced and blob.id not in fresh]
-        if not unused:
-            return
+    def _collect_blobs(self, low: int, high: int, blobs: list[queries.UnusedBlob]) -> None:
         if self.options.dry_run:
-            for blob in unused:
+            for blob in blobs:
                 self._removed_blob(blob.digest, blob.size)
             return
-        gone = self._delete_blob_rows(unused)
-        freed = sweep.delete_data_without_rows(self.driver, [row.digest for row in gone])
-        for row in gone:
-            self._removed_blob(row.digest, freed.get(row.digest, 0))
+        ids = [blob.id for blob in blobs]
+        with sweep.locked(blob.digest for blob in blobs), quotas.releasing(lambda: queries.quota_links_of_blobs(ids)):
+            gone = queries.unused_blobs(low, high, self.cutoff, blob_ids=ids)  # checked again under the locks
+            queries.delete_blob_rows([blob.id for blob in gone])
+        freed = sweep.delete_data_without_rows(self.driver, [blob.digest for blob in gone])
+        for blob in gone:
+            self._removed_blob(blob.digest, freed.get(blob.digest, 0))
 
     def _removed_blob(self, digest: str, size: int) -> None:
         self.report(f"{self.verb} blob {digest} ({size} bytes)")
         self.result.blobs += 1
         self.result.bytes_freed += size
-
-    def _referenced_anywhere(self, digests: set[str]) -> set[str]:
-        counts = queries.blob_reference_counts(digests)
-        return {digest for digest, n in counts.items() if n > self.doomed_refs_anywhere[digest]}
-
-    def _delete_blob_rows(self, blobs: list[queries.StoredBlob]) -> list[queries.BlobRow]:
-        """Delete the rows that are still unreferenced and old, re-checked under the digest locks."""
-        ids = [blob.id for blob in blobs]
-        with sweep.locked(blob.digest for blob in blobs), quotas.releasing(lambda: queries.quota_links_of_blobs(ids)):
-            return queries.delete_unused_blobs(ids, self.cutoff)
 
     # -- orphaned files ------------------------------------------------------------------------
 
@@ -234,33 +235,3 @@ class _Run:
                 self.result.orphaned_files += 1
                 self.result.bytes_freed += size
 
-
-def unreachable_manifests(repository_id: int, cutoff: datetime) -> dict[int, str]:
-    """Manifests of a repository pushed before ``cutoff`` that no tag reaches: id -> digest.
-
-    A manifest is reached when it is tagged or younger than the cutoff, when a reached index lists
-    it, or when its subject is a reached manifest (a signature or SBOM of a kept image stays).
-    """
-    nodes = queries.manifest_nodes(repository_id)
-    if not nodes:
-        return {}
-    digest_of = {node.id: node.digest for node in nodes}
-    id_of = {digest: mid for mid, digest in digest_of.items()}
-    referrers: dict[str, list[int]] = defaultdict(list)
-    for node in nodes:
-        if node.subject_digest:
-            referrers[node.subject_digest].append(node.id)
-    children: dict[int, list[str]] = defaultdict(list)
-    for mid, child in queries.index_children(repository_id):
-        children[mid].append(child)
-    tagged = queries.tagged_manifests(repository_id)
-    pending = [node.id for node in nodes if node.id in tagged or node.created_at >= cutoff]
-    reached: set[int] = set()
-    while pending:
-        mid = pending.pop()
-        if mid in reached:
-            continue
-        reached.add(mid)
-        pending.extend(id_of[child] for child in children[mid] if child in id_of)
-        pending.extend(referrers.get(digest_of[mid], ()))
-    return {mid: digest for mid, digest in digest_of.items() if mid not in reached}

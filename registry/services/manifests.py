@@ -80,6 +80,9 @@ def put(
     for _attempt in range(3):
         try:
             with transaction.atomic():
+                # Shared with other pushes; the collector deciding which of the repository's
+                # manifests nothing reaches holds it alone (services.gc).
+                queries.lock_repository(repository.id, exclusive=False)
                 # Taken in the garbage collector's order, so a collection deleting one of these
                 # runs wholly before (MANIFEST_BLOB_UNKNOWN here) or after (it sees our references).
                 lock_digests(

@@ -10,6 +10,7 @@ row came back meanwhile.
 """
 from __future__ import annotations
 
+import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime
@@ -23,9 +24,11 @@ from registry.services.digest_locks import lock_digests
 from registry.storage import paths
 from registry.storage.driver import PathNotFound, StorageDriver, delete_if_exists
 
-BATCH = 200
+BATCH = 200  # rows per write transaction
+RANGE = 2000  # rows a collection examines per statement
 DATA_BATCH = 50
-WRITER_PAUSE = 0.1  # seconds, see locked
+WRITER_BUDGET = 0.1  # seconds of lock held between pauses, see writing
+WRITER_PAUSE = 0.1  # seconds
 PROGRESS_EVERY = 10_000
 
 Report = Callable[[str], None]
@@ -62,21 +65,40 @@ def chunks(items: Iterable[T], size: int | None = None) -> Iterator[list[T]]:
 
 
 @contextmanager
-def locked(digests: Iterable[str]) -> Iterator[None]:
-    """A write transaction holding the digests' locks; on SQLite, followed by a pause.
+def writing() -> Iterator[None]:
+    """A write transaction of the collector or scrub; on SQLite, followed by a pause now and then.
 
     SQLite writers waiting for the lock poll it (every 100 ms once they have waited a while), so a
     collector that starts its next transaction as soon as one ends could keep a push waiting for
-    its whole run. The pause, as long as the transaction held the lock and at least
-    ``WRITER_PAUSE``, lets waiting writers in: pushes take their turns, the collection takes longer.
+    its whole run. Once its transactions have held the lock for WRITER_BUDGET in all, it pauses
+    for WRITER_PAUSE and waiting writers get their turn. Its pauses then add up to about the time it
+    held the lock, which grows with what it deletes, not with what it examines (a pause after every
+    transaction made a collection of a million links sleep for minutes).
     """
     outermost = not connection.in_atomic_block
     with transaction.atomic():
         started = time.monotonic()  # SQLite's BEGIN IMMEDIATE has taken the lock by now
-        lock_digests(digests)
         yield
     if outermost and connection.vendor == "sqlite":
-        time.sleep(max(time.monotonic() - started, WRITER_PAUSE))
+        _give_way(time.monotonic() - started)
+
+
+_turns = threading.local()
+
+
+def _give_way(held: float) -> None:
+    _turns.held = getattr(_turns, "held", 0.0) + held
+    if _turns.held >= WRITER_BUDGET:
+        _turns.held = 0.0
+        time.sleep(WRITER_PAUSE)
+
+
+@contextmanager
+def locked(digests: Iterable[str]) -> Iterator[None]:
+    """A write transaction (``writing``) holding the digests' locks."""
+    with writing():
+        lock_digests(digests)
+        yield
 
 
 def blob_pages() -> Iterator[list[queries.StoredBlob]]:

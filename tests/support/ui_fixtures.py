@@ -1,6 +1,7 @@
 """Fixtures shared by the web UI's Django test-client tests (import them into the test module)."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -8,6 +9,7 @@ import bcrypt
 import pytest
 from django.test import Client, override_settings
 
+from ops.ui import tallies
 from tests.support.ui_seed import Pushed, Seeder
 
 PASSWORD = "correct horse battery staple"
@@ -60,3 +62,18 @@ def auth_on(settings, users: Path) -> Path:
 def sign_in(client: Client, username: str = "alice", password: str = PASSWORD) -> None:
     response = client.post("/ui/sign-in", {"username": username, "password": password})
     assert response.status_code == 302, response.content[:500]
+
+
+class _Inline(threading.Thread):
+    """Runs the background count at once, in the test's transaction."""
+
+    def start(self) -> None:
+        self.run()
+
+
+@pytest.fixture
+def big_registry(monkeypatch) -> None:
+    """Every registry is big to ops.ui.tallies: totals read as last counted, recounts run inline."""
+    monkeypatch.setattr(tallies, "SMALL", 0)
+    monkeypatch.setattr(tallies.threading, "Thread", _Inline)
+    monkeypatch.setattr(tallies.connection, "close", lambda: None)

@@ -1,0 +1,128 @@
+"""A repository's manifest graph a page at a time, for registry.services.reachability: candidates
+(manifests the database can tell are no roots) in digest order, the unique index's, each with the
+facts that decide whether it is kept, and the ancestors that may keep a page (indexes listing it,
+subjects it names), looked up for that page only.
+
+With ``without_removed``, the tags a retention plan removes (registry.queries.retention's
+temporary table) count as gone already: what the plan leaves to the next collection.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterator, NamedTuple, Sequence, TypeVar
+
+from registry.models import Manifest, ManifestReference, Tag
+from registry.queries._sql import fetch_all, marks, moment, reader, statement, table
+
+REMOVED_TAGS = "registry_retention_removals"  # a temporary table (registry.queries.retention)
+CHUNK = 500  # digests or ids per IN list: SQLite limits a statement's parameters
+T = TypeVar("T")
+
+
+def chunks(items: Sequence[T]) -> Iterator[list[T]]:
+    for start in range(0, len(items), CHUNK):
+        yield list(items[start:start + CHUNK])
+
+
+class GraphNode(NamedTuple):
+    """A manifest with what decides whether it is kept (registry.services.reachability)."""
+
+    id: int
+    digest: str
+    subject: str  # the subject's digest, or ""
+    pushed_at: datetime
+    last_pulled_at: datetime | None
+    tagged: bool
+    referrer: bool  # its subject is another manifest of the repository
+
+
+def _tags_of_m(without_removed: bool) -> str:
+    # NOT EXISTS on the table's key, not NOT IN: PostgreSQL rescans a NOT IN list too big to hash.
+    kept = f" AND NOT EXISTS (SELECT 1 FROM {REMOVED_TAGS} gone WHERE gone.id = t.id)" if without_removed else ""
+    return f"SELECT 1 FROM {table(Tag)} t WHERE t.manifest_id = m.id{kept}"
+
+
+def _referrer_sql() -> str:
+    return (f"(m.subject_digest <> '' AND m.subject_digest <> m.digest AND EXISTS (SELECT 1 FROM {table(Manifest)} s "
+            "WHERE s.repository_id = m.repository_id AND s.digest = m.subject_digest))")
+
+
+def _node_columns(without_removed: bool) -> str:
+    # The flags as scalar subqueries, which PostgreSQL probes row by row: as EXISTS in the select
+    # list it may hash the whole tag table for a page of 200.
+    return (f"m.id, m.digest, m.subject_digest, m.created_at, m.last_pulled_at, "
+            f"({_tags_of_m(without_removed)} LIMIT 1) IS NOT NULL, "
+            "(m.subject_digest <> '' AND m.subject_digest <> m.digest AND (SELECT 1 FROM "
+            f"{table(Manifest)} s WHERE s.repository_id = m.repository_id AND s.digest = m.subject_digest) "
+            "IS NOT NULL)")
+
+
+def _node(row: Sequence[Any]) -> GraphNode:
+    pushed, pulled = reader(Manifest, "created_at"), reader(Manifest, "last_pulled_at")
+    return GraphNode(int(row[0]), str(row[1]), str(row[2]), pushed(row[3]), pulled(row[4]), bool(row[5]), bool(row[6]))
+
+
+@statement
+def _candidates_sql(referrers_follow: bool, without_removed: bool) -> str:
+    # Candidates: what no tag keeps and is not young. Under a retention rule (referrers_follow), a
+    # referrer is a candidate whatever its tags and age: it follows its subject.
+    untagged = f"NOT EXISTS ({_tags_of_m(without_removed)})"
+    old = "m.created_at < %s AND (m.last_pulled_at IS NULL OR m.last_pulled_at < %s)"
+    wanted = f"({_referrer_sql()} OR ({untagged} AND {old}))" if referrers_follow else f"{untagged} AND {old}"
+    return (f"SELECT {_node_columns(without_removed)} FROM {table(Manifest)} m WHERE m.repository_id = %s "
+            "AND m.digest > %s "
+            f"AND {wanted} ORDER BY m.digest LIMIT %s")
+
+
+def candidate_page(repository_id: int, after: str, limit: int, pushed_before: datetime,
+                   pulled_before: datetime, referrers_follow: bool, without_removed: bool = False) -> list[GraphNode]:
+    """The repository's manifests, in digest order after ``after``, that no tag keeps and that
+    were pushed before ``pushed_before`` and not pulled since ``pulled_before`` (with
+    ``referrers_follow``: and every referrer)."""
+    params = [repository_id, after, moment(pushed_before), moment(pulled_before), limit]
+    return [_node(row) for row in fetch_all(_candidates_sql(referrers_follow, without_removed), params)]
+
+
+@statement
+def _parents_sql(count: int, without_removed: bool) -> str:
+    return (f"SELECT mr.digest, {_node_columns(without_removed)} FROM {table(ManifestReference)} mr "
+            f"JOIN {table(Manifest)} m ON m.id = mr.manifest_id WHERE m.repository_id = %s AND mr.kind = %s "
+            f"AND mr.digest IN ({marks(count)})")
+
+
+def index_parents(repository_id: int, digests: Sequence[str],
+                  without_removed: bool = False) -> list[tuple[str, GraphNode]]:
+    """(child digest, index) for every index of the repository listing one of ``digests``."""
+    found = []
+    for chunk in chunks(sorted(set(digests))):
+        rows = fetch_all(_parents_sql(len(chunk), without_removed), [repository_id, ManifestReference.MANIFEST, *chunk])
+        found += [(str(row[0]), _node(row[1:])) for row in rows]
+    return found
+
+
+@statement
+def _by_digests_sql(count: int, without_removed: bool) -> str:
+    return (f"SELECT {_node_columns(without_removed)} FROM {table(Manifest)} m WHERE m.repository_id = %s "
+            f"AND m.digest IN ({marks(count)})")
+
+
+def graph_nodes(repository_id: int, digests: Sequence[str], without_removed: bool = False) -> list[GraphNode]:
+    """The manifests of the repository with these digests."""
+    found = []
+    for chunk in chunks(sorted(set(digests))):
+        rows = fetch_all(_by_digests_sql(len(chunk), without_removed), [repository_id, *chunk])
+        found += [_node(row) for row in rows]
+    return found
+
+
+@statement
+def _tag_names_sql(count: int) -> str:
+    return f"SELECT manifest_id, name FROM {table(Tag)} WHERE manifest_id IN ({marks(count)})"
+
+
+def tag_names_of(manifest_ids: Sequence[int]) -> dict[int, list[str]]:
+    names: dict[int, list[str]] = {}
+    for chunk in chunks(sorted(set(manifest_ids))):
+        for mid, name in fetch_all(_tag_names_sql(len(chunk)), chunk):
+            names.setdefault(int(mid), []).append(str(name))
+    return names
