@@ -52,6 +52,7 @@ class Item(models.Model):
         indexes = [
             models.Index(fields=["policy", "state", "id"], name="replication_item_state"),
             models.Index(fields=["job", "state"], name="replication_item_job"),
+            models.Index(fields=["policy", "repository", "tag", "id"], name="replication_item_tag"),
         ]
 
 

@@ -4,7 +4,9 @@ Through the registry's own services, as a push is: every blob verified against i
 stored, every manifest checked and stored byte for byte, the tag last; quotas, immutable tags and
 events apply as to any push. A tag that is already the remote's digest costs one HEAD and moves no
 byte; a blob this registry stores already (in any repository) is linked, not fetched. An immutable
-local tag that points elsewhere is never overwritten: the item is skipped and logged.
+local tag that points elsewhere is never overwritten: the item is skipped and logged. Nor is a local
+tag someone else set: one at another digest than the policy last left it at (or one the policy never
+set), moved by hand or there before the policy; the item is skipped with a note saying so.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from registry.proxy.auth import discard
 from registry.services import blobs, manifest_format, manifests, uploads
 from registry.services.exceptions import ImmutableTag
 from replication.policies import Policy
+from replication import queries
 from replication.queries import ItemRow
 from replication.remote import Remote, RemoteError
 from replication.transfer import Known, Outcome, Skip, Stream, Tally, Throttle
@@ -35,8 +38,8 @@ class Pull:
         try:
             note = self._copy(item, tally)
         except Skip as skipped:
-            return Outcome("skipped" if not tally.bytes else "done", str(skipped), tally.bytes)
-        return Outcome("done", note, tally.bytes)
+            return Outcome("skipped" if not tally.bytes else "done", str(skipped), tally.bytes, skipped.digest)
+        return Outcome("done", note[0], tally.bytes, note[1])
 
     def preview(self, item: ItemRow) -> str:
         here = self.policy.destination(item.repository)
@@ -46,21 +49,36 @@ class Pull:
         row = local.manifest_by_tag(here, item.tag, with_body=False)
         if row is not None and row.digest == there:
             return f"{here}:{item.tag}: up to date ({there})"
+        if row is not None and (left := self._theirs(item, here, row.digest, there)):
+            return f"{here}:{item.tag}: {left}"
         return f"would pull {self.policy.remote}/{item.repository}:{item.tag} ({there or 'digest not sent'}) to {here}"
 
-    def _copy(self, item: ItemRow, tally: Tally) -> str:
+    def _theirs(self, item: ItemRow, here: str, digest: str, there: str) -> str | None:
+        """Why the local tag (at ``digest``) is someone else's, or None when it is the policy's to move."""
+        last = queries.last_set(self.policy.name, item.repository, item.tag)
+        if last == digest:
+            return None
+        was = f"this policy last set {last}" if last else "this policy never set it"
+        return f"{queries.LEFT}: {here}:{item.tag} is {digest} ({was}); the remote's is {there or 'newer'}"
+
+    def _copy(self, item: ItemRow, tally: Tally) -> tuple[str, str]:
+        """(note, the digest the tag is now)."""
         name, here = item.repository, self.policy.destination(item.repository)
         there = self.remote.manifest_digest(name, item.tag)
         if there is None:
             raise Skip(f"{name}:{item.tag} is no longer at {self.policy.remote}")
         row = local.manifest_by_tag(here, item.tag, with_body=False)
         if row is not None and row.digest == there:
-            raise Skip("up to date")
+            raise Skip("up to date", there)
         if row is not None and immutable.immutable_tags(here, [item.tag]):
             log.warning("replication %s: %s:%s is immutable here and points to %s; the remote's %s is not pulled "
                         "over it", self.policy.name, here, item.tag, row.digest, there or "manifest",
                         extra={"policy": self.policy.name, "repository": here, "tag": item.tag})
             raise Skip(f"immutable here: {here}:{item.tag} stays {row.digest}")
+        if row is not None and (left := self._theirs(item, here, row.digest, there or "")):
+            log.info("replication %s: %s", self.policy.name, left,
+                     extra={"policy": self.policy.name, "repository": here, "tag": item.tag})
+            raise Skip(left)
         fetched = self.remote.get_manifest(name, there or item.tag)
         if fetched is None:
             raise Skip(f"{name}:{item.tag} is no longer at {self.policy.remote}")
@@ -73,7 +91,7 @@ class Pull:
             manifests.put(here, item.tag, fetched.body, fetched.media_type, settings.REGISTRY_MAX_MANIFEST_BYTES)
         except ImmutableTag:
             raise Skip(f"immutable here: {here}:{item.tag} was pushed meanwhile and stays") from None
-        return f"{here}:{item.tag} is {digest}"
+        return f"{here}:{item.tag} is {digest}", digest
 
     def _tree(self, name: str, here: str, digest: str, tally: Tally, fetched: Any = None) -> None:
         if (here, digest) in self.known or local.manifest_by_digest(here, digest, with_body=False) is not None:

@@ -14,6 +14,7 @@ from registry.queries._sql import execute, fetch_all, fetch_one, reader, stateme
 from replication.models import Item, Job, PolicyState, Upload
 
 FINISHED = ("done", "skipped", "failed")
+LEFT = "moved locally, left as it is"  # the note of a pull item whose local tag someone else set
 
 
 class ItemRow(NamedTuple):
@@ -223,12 +224,35 @@ def window(policy: str, limit: int) -> list[ItemRow]:
 
 @statement
 def _finish_sql() -> str:
-    return (f"UPDATE {table(Item)} SET state = %s, bytes = bytes + %s, note = %s, finished_at = %s "
-            "WHERE id = %s")
+    return (f"UPDATE {table(Item)} SET state = %s, bytes = bytes + %s, note = %s, finished_at = %s, "
+            "digest = %s WHERE id = %s")
 
 
-def finish_item(item_id: int, state: str, size: int, note: str, now: datetime) -> None:
-    execute(_finish_sql(), [state, size, note[:1000], connection.ops.adapt_datetimefield_value(now), item_id])
+def finish_item(item_id: int, state: str, size: int, note: str, now: datetime, digest: str) -> None:
+    """``digest``: what the item left its tag at (a pull records it: the next run's ``last_set``)."""
+    execute(_finish_sql(), [state, size, note[:1000], connection.ops.adapt_datetimefield_value(now), digest,
+                            item_id])
+
+
+@statement
+def _last_set_sql() -> str:
+    return (f"SELECT digest FROM {table(Item)} WHERE policy = %s AND repository = %s AND tag = %s "
+            "AND action = 'copy' AND state IN ('done', 'skipped') AND digest <> '' ORDER BY id DESC LIMIT 1")
+
+
+def last_set(policy: str, repository: str, tag: str) -> str | None:
+    """The digest the pull policy last left its local copy of ``repository:tag`` at (its latest
+    finished item that recorded one), None if it never did: a local tag at another digest is
+    someone else's."""
+    row = fetch_one(_last_set_sql(), [policy, repository, tag])
+    return row[0] if row else None
+
+
+def left_alone(job_id: int, limit: int) -> list[tuple[str, str, str]]:
+    """(repository, tag, note) of a run's items skipped because the local tag is someone else's."""
+    rows = (Item.objects.filter(job_id=job_id, state="skipped", note__startswith=LEFT).order_by("id")
+            .values_list("repository", "tag", "note")[:limit])
+    return list(rows)
 
 
 def retry_item(item_id: int, attempts: int, at: datetime | None, note: str, size: int) -> None:

@@ -232,7 +232,8 @@ class Runner:
             self._failed(item, f"internal error ({type(exc).__name__})", tally)
         else:
             with transaction.atomic():
-                queries.finish_item(item.id, outcome.state, outcome.bytes, outcome.note, timezone.now())
+                queries.finish_item(item.id, outcome.state, outcome.bytes, outcome.note, timezone.now(),
+                                    outcome.digest or item.digest)
                 queries.count(name, size=outcome.bytes, items=1 if outcome.state == "done" else 0)
             if self.failing:
                 self.failing = False
@@ -265,7 +266,7 @@ class Runner:
         queries.count(name, size=tally.bytes, failures=1)
         if attempts >= MAX_ATTEMPTS:
             queries.retry_item(item.id, attempts, None, message, 0)  # the row shows every attempt made
-            queries.finish_item(item.id, "failed", tally.bytes, message, now)
+            queries.finish_item(item.id, "failed", tally.bytes, message, now, item.digest)
             log.error("replication %s: %s failed %d times and is given up: %s", name, _shown(item), attempts, message,
                       extra={"policy": name, "item": item.id, "error": message})
             return

@@ -10,6 +10,8 @@ from replication import queries
 from replication.feed import configured
 from replication.queries import JobRow
 
+LEFT_SHOWN = 20
+
 
 @dataclass(frozen=True)
 class PolicyStatus:
@@ -33,6 +35,7 @@ class PolicyStatus:
     last_error_at: datetime | None = None
     last_success_at: datetime | None = None
     jobs: list[JobRow] = field(default_factory=list)  # the latest first
+    left: list[tuple[str, str, str]] = field(default_factory=list)  # the last run's tags left to others
 
     @property
     def state(self) -> str:
@@ -67,8 +70,10 @@ def statuses(jobs: int = 0) -> list[PolicyStatus]:
             "bytes": state.bytes, "items": state.items, "failures": state.failures, "attempts": state.attempts,
             "next_attempt_at": state.next_attempt_at, "last_error": state.last_error,
             "last_error_at": state.last_error_at, "last_success_at": state.last_success_at}
+        recent = queries.recent_jobs(name, jobs) if jobs else []
         result.append(PolicyStatus(
             name=name, configured=policy is not None, pending=backlog.pending if backlog else 0,
-            oldest=backlog.oldest if backlog else None, jobs=queries.recent_jobs(name, jobs) if jobs else [],
+            oldest=backlog.oldest if backlog else None, jobs=recent,
+            left=queries.left_alone(recent[0].id, LEFT_SHOWN) if recent else [],
             **described, **totals))  # type: ignore[arg-type]
     return result

@@ -16,7 +16,12 @@ PIECE = 1024 * 1024  # what one read of a stream asks for
 
 
 class Skip(Exception):
-    """Nothing to do for the item (up to date already, gone since, not the policy's): said why."""
+    """Nothing to do for the item (up to date already, gone since, not the policy's): said why;
+    ``digest``: the tag's, when it is the remote's already."""
+
+    def __init__(self, note: str, digest: str = "") -> None:
+        super().__init__(note)
+        self.digest = digest
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,7 @@ class Outcome:
     state: str  # done, skipped
     note: str
     bytes: int
+    digest: str = ""  # what the tag was left at, when the item set it or found it so
 
 
 class Throttle:

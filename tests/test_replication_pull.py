@@ -1,8 +1,12 @@
 """Pull replication from a real CNCF registry: exactly the tags the filter selects, byte for byte,
-nothing fetched again on the next run, and an immutable local tag never overwritten."""
+nothing fetched again on the next run, and an immutable local tag, or one someone else moved here,
+never overwritten."""
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from replication.models import Item, Job, PolicyState
@@ -62,3 +66,59 @@ def test_an_immutable_local_tag_is_never_overwritten(client: Client, settings, s
     assert client.head("/v2/library/app/manifests/v1")["Docker-Content-Digest"] == ours
     item = Item.objects.get()
     assert item.state == "skipped" and "immutable" in item.note
+
+
+def _pull_again() -> None:
+    from django.utils import timezone
+
+    from replication import queries
+
+    queries.create_job("dr", "manual", timezone.now())
+    run_until_idle()
+
+
+def test_a_local_tag_moved_by_hand_is_left_while_an_unmoved_one_follows_the_remote(
+        client: Client, settings, source: Distribution) -> None:
+    from tests.support.registry_client import push_image as push_here
+
+    settings.REPLICATION = [policy_entry(direction="pull", url=source.url, trigger="manual",
+                                         repositories=["library/app"])]
+    push_image(source.url, "library/app", "moved", layers=1, layer_size=256)
+    push_image(source.url, "library/app", "kept", layers=1, layer_size=256)
+    _pull_again()
+    _body, ours = push_here(client, "library/app", "moved")  # by hand, after the pull
+    newer = {tag: push_image(source.url, "library/app", tag, layers=1, layer_size=300).digest
+             for tag in ("moved", "kept")}
+    assert ours != newer["moved"]
+
+    out = StringIO()
+    call_command("replicate", "dr", "--dry-run", stdout=out)
+    assert "library/app:moved: moved locally, left as it is" in out.getvalue()
+    assert "/library/app:kept" in out.getvalue() and "1 to copy" in out.getvalue()
+
+    _pull_again()
+    assert client.head("/v2/library/app/manifests/moved")["Docker-Content-Digest"] == ours
+    assert client.head("/v2/library/app/manifests/kept")["Docker-Content-Digest"] == newer["kept"]
+    left = Item.objects.filter(tag="moved").latest("id")
+    assert left.state == "skipped" and left.note.startswith("moved locally, left as it is")
+    assert ours in left.note
+    run = Job.objects.latest("id")
+    assert (run.state, run.done, run.skipped, run.failed) == ("succeeded", 1, 1, 0)
+    assert "moved locally, left as it is" in client.get("/ui/replication/").content.decode()
+
+    _pull_again()  # and stays left: its last done item is still another digest
+    assert client.head("/v2/library/app/manifests/moved")["Docker-Content-Digest"] == ours
+
+
+def test_a_local_tag_that_was_there_before_the_policy_is_left(client: Client, settings,
+                                                             source: Distribution) -> None:
+    from tests.support.registry_client import push_image as push_here
+
+    settings.REPLICATION = [policy_entry(direction="pull", url=source.url, trigger="manual",
+                                         repositories=["library/app"])]
+    _body, ours = push_here(client, "library/app", "v1")
+    push_image(source.url, "library/app", "v1", layers=1, layer_size=256)
+    _pull_again()
+    assert client.head("/v2/library/app/manifests/v1")["Docker-Content-Digest"] == ours
+    item = Item.objects.get()
+    assert item.state == "skipped" and item.note.startswith("moved locally, left as it is")

@@ -91,6 +91,8 @@ class Command(BaseCommand):
                           f"{job.failed} failed, {format_size(job.bytes)} moved{error}")
         for repository, tag, digest, _state, note in queries.job_items(job.id, ("failed",), 20):
             self.stdout.write(f"  failed {repository}:{tag or digest}: {note}")
+        for repository, tag, note in queries.left_alone(job.id, 20):
+            self.stdout.write(f"  left {repository}:{tag}: {note}")
         if job.state == "failed":
             raise CommandError(f"run {job.id} failed")
 
