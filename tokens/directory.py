@@ -23,16 +23,18 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import ldap3
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-from ldap3.core.exceptions import LDAPException
-from ldap3.utils.conv import escape_filter_chars
-from ldap3.utils.dn import escape_rdn, parse_dn
+
+if TYPE_CHECKING:
+    import ldap3
+
+# ldap3 is imported by the functions that talk to the directory, not here: every worker imports this
+# module (the login path asks whether [ldap] is on), and one without [ldap] need not carry ldap3.
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +126,8 @@ def _remember(key: bytes, found: DirectoryUser) -> None:
 
 
 def _server() -> ldap3.Server:
+    import ldap3
+
     config = settings.LDAP
     url = urlsplit(config["url"])
     tls = None
@@ -136,6 +140,9 @@ def _server() -> ldap3.Server:
 def _connection(dn: str | None, password: str | None) -> ldap3.Connection:
     """A connection bound as ``dn`` (anonymously for None); raises Unavailable, or returns an
     unbound connection whose result says why the bind failed."""
+    import ldap3
+    from ldap3.core.exceptions import LDAPException
+
     config = settings.LDAP
     if time.monotonic() < _down_until[0]:
         raise Unavailable(max(1, round(_down_until[0] - time.monotonic())))
@@ -163,6 +170,10 @@ def _failed(connection: ldap3.Connection, what: str) -> None:
 
 
 def _user_dn(username: str) -> str | None:
+    import ldap3
+    from ldap3.utils.conv import escape_filter_chars
+    from ldap3.utils.dn import escape_rdn
+
     config = settings.LDAP
     if config["user_dn_template"]:
         return str(config["user_dn_template"]).replace("{username}", escape_rdn(username))
@@ -180,10 +191,15 @@ def _user_dn(username: str) -> str | None:
 
 
 def _group_name(dn: str) -> str:
+    from ldap3.utils.dn import parse_dn
+
     return parse_dn(dn)[0][1]  # cn=team-a,ou=groups,... -> team-a
 
 
 def _groups(connection: ldap3.Connection, username: str, dn: str) -> frozenset[str]:
+    import ldap3
+    from ldap3.utils.conv import escape_filter_chars
+
     config = settings.LDAP
     attribute = config["group_name_attribute"]
     if config["group_search_base"]:
@@ -202,6 +218,8 @@ def _groups(connection: ldap3.Connection, username: str, dn: str) -> frozenset[s
 
 
 def _bind(username: str, password: str) -> DirectoryUser | None:
+    from ldap3.core.exceptions import LDAPException
+
     dn = _user_dn(username)
     if dn is None:
         return None

@@ -15,14 +15,10 @@ import hmac
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import jwt
-import requests
-from authlib.common.security import generate_token
-from authlib.integrations.base_client.errors import OAuthError
-from authlib.integrations.requests_client import OAuth2Session
 from django.conf import settings
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
@@ -32,6 +28,12 @@ from ops.ui import access
 from ops.ui.access import UiRequest, error_page, ui_view
 from tokens import external, htpasswd
 from tokens.principal import Mechanism, user
+
+if TYPE_CHECKING:
+    from authlib.integrations.requests_client import OAuth2Session
+
+# requests and authlib are imported by the functions that talk to the provider: the URL conf imports
+# this module in every worker, and one without [oidc] need not carry them.
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,8 @@ def discovery() -> tuple[dict[str, Any], jwt.PyJWKClient]:
     found = _discovered.get(issuer)
     if found is not None and found[0] > time.monotonic():
         return found[1], found[2]
+    import requests
+
     try:
         response = requests.get(f"{issuer}/.well-known/openid-configuration", timeout=TIMEOUT)
         response.raise_for_status()
@@ -101,6 +105,8 @@ def callback_url(request: UiRequest) -> str:
 
 
 def _session(request: UiRequest) -> OAuth2Session:
+    from authlib.integrations.requests_client import OAuth2Session
+
     config = settings.OIDC
     return OAuth2Session(config["client_id"], config["client_secret"] or None, scope=" ".join(config["scopes"]),
                          redirect_uri=callback_url(request), code_challenge_method="S256",
@@ -127,6 +133,8 @@ def verify_id_token(token: str, nonce: str, document: dict[str, Any], keys: jwt.
 
 
 def _identity(claims: dict[str, Any], token: dict[str, Any], document: dict[str, Any]) -> tuple[str, frozenset[str]]:
+    import requests
+
     config = settings.OIDC
     if (config["username_claim"] not in claims or config["groups_claim"] not in claims) and document.get(
             "userinfo_endpoint"):
@@ -148,6 +156,9 @@ def _identity(claims: dict[str, Any], token: dict[str, Any], document: dict[str,
 
 def finish(request: UiRequest) -> tuple[str, frozenset[str], str]:
     """The username, groups and next page of the sign-in this callback ends."""
+    import requests
+    from authlib.integrations.base_client.errors import OAuthError
+
     pending: dict[str, Any] = request.session.get(PENDING) or {}
     state = request.GET.get("state", "")
     started = pending.pop(state, None) if state else None
@@ -179,6 +190,8 @@ def start(request: UiRequest) -> HttpResponse:
         document, _keys = discovery()
     except Refused as exc:
         return error_page(request, 503, "Sign-in unavailable", str(exc))
+    from authlib.common.security import generate_token
+
     state, nonce, verifier = generate_token(32), generate_token(32), generate_token(64)
     url, _ = _session(request).create_authorization_url(document["authorization_endpoint"], state=state,
                                                         nonce=nonce, code_verifier=verifier)
