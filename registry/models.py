@@ -64,7 +64,8 @@ class Manifest(models.Model):
             models.UniqueConstraint(fields=["repository", "digest"], name="uniq_manifest_digest"),
         ]
         indexes = [
-            models.Index(fields=["repository", "subject_digest"], name="manifest_subject_idx"),
+            # A subject's referrers in creation order (the referrers API): read in the order returned.
+            models.Index(fields=["repository", "subject_digest", "created_at", "id"], name="manifest_referrers_idx"),
             # A repository's manifests newest first: its last push, its untagged manifests (web UI).
             models.Index(fields=["repository", "created_at", "id"], name="manifest_pushed_idx"),
         ]

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.operations import AddIndex
+from django.db.migrations.operations import AddIndex, RemoveIndex
 from django.db.migrations.operations.base import Operation
 from django.db.migrations.state import ProjectState
 
@@ -53,6 +53,23 @@ class AddIndexConcurrently(AddIndex):
             schema_editor.remove_index(model, self.index, concurrently=True)  # type: ignore[call-arg]
         else:
             schema_editor.remove_index(model, self.index)
+
+
+class RemoveIndexConcurrently(RemoveIndex):
+    """RemoveIndex, CONCURRENTLY on PostgreSQL: AddIndexConcurrently the other way round."""
+
+    def database_forwards(self, app_label: str, schema_editor: BaseDatabaseSchemaEditor,
+                          from_state: ProjectState, to_state: ProjectState) -> None:
+        self._adding(app_label, from_state).database_backwards(app_label, schema_editor, to_state, from_state)
+
+    def database_backwards(self, app_label: str, schema_editor: BaseDatabaseSchemaEditor,
+                           from_state: ProjectState, to_state: ProjectState) -> None:
+        self._adding(app_label, to_state).database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def _adding(self, app_label: str, state: ProjectState) -> AddIndexConcurrently:
+        """The operation that adds the index as ``state`` (the one holding it) defines it."""
+        index = state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
+        return AddIndexConcurrently(self.model_name, index)
 
 
 class AddByteOrderIndex(Operation):

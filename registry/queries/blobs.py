@@ -32,15 +32,22 @@ class BlobTotals(NamedTuple):
 
 
 @statement
-def _linked_sql() -> str:
-    return (f"SELECT b.digest, b.size FROM {table(BlobLink)} l JOIN {table(Blob)} b ON b.id = l.blob_id "
-            f"JOIN {table(Repository)} r ON r.id = l.repository_id WHERE r.name = %s AND b.digest = %s")
+def _link_of_blob_sql() -> str:
+    return (f"SELECT 1 FROM {table(BlobLink)} l JOIN {table(Repository)} r ON r.id = l.repository_id "
+            "WHERE r.name = %s AND l.blob_id = %s")
 
 
 def linked_blob(repository: str, digest: str) -> BlobRow | None:
-    """The blob ``digest`` if repository ``repository`` links it."""
-    row = fetch_one(_linked_sql(), [repository, digest])
-    return None if row is None else BlobRow(row[0], row[1])
+    """The blob ``digest`` if repository ``repository`` links it.
+
+    Two statements, so that the link's is planned for this blob: joined on the repository's name
+    and the blob's digest, PostgreSQL planned for a repository and a blob of a few links each and
+    read every link of a big repository, or of a base layer every image shares (issue 25: 540 ms
+    for a blob HEAD in a 100,000-tag repository)."""
+    blob = fetch_one(_blob_sql(), [digest])
+    if blob is None or fetch_one(_link_of_blob_sql(), [repository, blob[0]]) is None:
+        return None
+    return BlobRow(digest, blob[1])
 
 
 @statement

@@ -29,9 +29,10 @@ def referrer_rows(subject: str, repository: str, artifact_type: str | None, afte
     if artifact_type:
         query = query.filter(artifact_type=artifact_type)
     if after:
-        mark = query.filter(digest=after).values_list("created_at", "id").first()
-        if mark is None:
+        marks = list(query.filter(digest=after).values_list("created_at", "id")[:1])  # unordered: no sort
+        if not marks:
             return []
+        mark = marks[0]
         query = query.filter(Q(created_at__gt=mark[0]) | Q(created_at=mark[0], id__gt=mark[1]))
     rows = (query.order_by("created_at", "id").annotate(notes_size=Length(Cast("annotations", TextField())))
             .values_list("id", "digest", "media_type", "artifact_type", "size", "created_at", "notes_size"))
