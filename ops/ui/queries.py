@@ -230,15 +230,20 @@ def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[
                  .order_by("-repository_id", "-updated_at", "-id"))
     columns = ("name", "updated_at", "manifest_id", "manifest__digest", "manifest__media_type",
                "manifest__artifact_type", "manifest__size", "manifest__last_pulled_at")
-    page = _Counted(query.values_list(*columns), PAGE_SIZE, repo.tags).get_page(page_number)
-    manifest_ids = {row[2] for row in page.object_list}
+    # The page's tags by their ids alone, then their rows: a later page skips its OFFSET in the
+    # index, not through a join with every manifest before it (PostgreSQL: 360 ms for page 1,000 of
+    # 100,000 tags, joined row by row).
+    page = _Counted(query.values_list("id", flat=True), PAGE_SIZE, repo.tags).get_page(page_number)
+    found = {row[0]: row[1:] for row in Tag.objects.filter(id__in=list(page.object_list)).values_list("id", *columns)}
+    listed = [found[pk] for pk in page.object_list if pk in found]
+    manifest_ids = {row[2] for row in listed}
     sizes = content_sizes(repo.id, manifest_ids)
     platforms = _platforms(manifest_ids)
-    fixed = immutable_tags(repo.name, [row[0] for row in page.object_list])
+    fixed = immutable_tags(repo.name, [row[0] for row in listed])
     rows = [
         TagRow(name, digest, media_type, artifact_type(kind), sizes.get(mid, size), platforms.get(mid, []),
                pushed, pulled, name in fixed)
-        for name, pushed, mid, digest, media_type, kind, size, pulled in page.object_list
+        for name, pushed, mid, digest, media_type, kind, size, pulled in listed
     ]
     return page, rows
 
