@@ -85,11 +85,10 @@ def candidate_page(repository_id: int, after: str, limit: int, pushed_before: da
 
 @statement
 def _parents_sql(count: int, without_removed: bool) -> str:
-    # "+m.repository_id" keeps the planner from starting at the repository's manifests: SQLite,
-    # thinking a repository holds a few, read every manifest of a big one to find the parents of a
-    # page of digests, each of which the reference index finds directly.
+    # From the digests' references to their manifests, never from the repository's manifests
+    # (``+ 0`` keeps the repository's index out of it): SQLite read the whole repository per page.
     return (f"SELECT mr.digest, {_node_columns(without_removed)} FROM {table(ManifestReference)} mr "
-            f"JOIN {table(Manifest)} m ON m.id = mr.manifest_id WHERE +m.repository_id = %s AND mr.kind = %s "
+            f"JOIN {table(Manifest)} m ON m.id = mr.manifest_id WHERE m.repository_id + 0 = %s AND mr.kind = %s "
             f"AND mr.digest IN ({marks(count)})")
 
 
