@@ -82,13 +82,17 @@ def post_worker_init(worker: object) -> None:
     # [gc] interval_hours: every worker polls; a lock in the storage root lets one collect per interval.
     from notifications import sender
     from registry import scheduler
-    from replication import runner
+    from replication import feed
 
     scheduler.start()
     # [[notifications]]: every worker tries for the sender's lock; its holder delivers the outbox.
     sender.start()
-    # [[replication]]: every worker tries for each policy's lock; its holder runs the policy.
-    runner.start()
+    # [[replication]]: every worker tries for each policy's lock; its holder runs the policy. The
+    # runner, and the HTTP client it brings (urllib3), are loaded only where policies are configured.
+    if feed.configured():
+        from replication import runner
+
+        runner.start()
 
 
 # Prometheus multiprocess mode: each worker writes its metrics to files in this directory and a
