@@ -10,6 +10,7 @@ from gunicorn import glogging as _glogging
 
 from regsite import config as _config
 from regsite import logs as _logs
+from regsite import preload as _preload
 from regsite import tls as _tls
 from regsite.worker import Limits as _Limits
 from regsite.worker import RegistryWorker as _RegistryWorker
@@ -82,13 +83,17 @@ def post_worker_init(worker: object) -> None:
     # [gc] interval_hours: every worker polls; a lock in the storage root lets one collect per interval.
     from notifications import sender
     from registry import scheduler
-    from replication import runner
+    from replication import feed
 
     scheduler.start()
     # [[notifications]]: every worker tries for the sender's lock; its holder delivers the outbox.
     sender.start()
-    # [[replication]]: every worker tries for each policy's lock; its holder runs the policy.
-    runner.start()
+    # [[replication]]: every worker tries for each policy's lock; its holder runs the policy. The
+    # runner, and the HTTP client it brings (urllib3), are loaded only where policies are configured.
+    if feed.configured():
+        from replication import runner
+
+        runner.start()
 
 
 # Prometheus multiprocess mode: each worker writes its metrics to files in this directory and a
@@ -97,6 +102,15 @@ def post_worker_init(worker: object) -> None:
 _METRICS_DIR_PREFIX = "svc-registry-metrics-"
 if "PROMETHEUS_MULTIPROC_DIR" not in _os.environ:
     _os.environ["PROMETHEUS_MULTIPROC_DIR"] = _tempfile.mkdtemp(prefix=_METRICS_DIR_PREFIX)
+
+
+# Django and the libraries are imported here, once, and shared by the workers forked from this
+# process (regsite/preload.py); each worker still reads the configuration itself, so SIGHUP reloads it.
+_not_preloaded = _preload.framework(_preload.modules_for(_svc))
+
+
+def pre_fork(server: object, worker: object) -> None:
+    _preload.freeze()
 
 
 def on_starting(server: object) -> None:
@@ -110,6 +124,8 @@ def on_starting(server: object) -> None:
 
 
 def when_ready(server: object) -> None:
+    for name, why in _not_preloaded.items():
+        server.log.warning("%s is not shared by the workers (each imports it): %s", name, why)  # type: ignore[attr-defined]
     certificates = _tls.loaded()
     if certificates is not None:
         server.log.info("serving HTTPS with the certificate in %s", certificates.cert)  # type: ignore[attr-defined]

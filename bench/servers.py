@@ -86,14 +86,16 @@ def cpu_seconds(pids: list[int]) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def pss_bytes(pids: list[int]) -> int:
-    """Proportional set size of the processes: shared pages are split between their sharers."""
+def pss_bytes(pids: list[int], field: str = "Pss") -> int:
+    """Proportional set size of the processes: shared pages are split between their sharers.
+    ``field="Pss_Anon"``: of their anonymous memory only, which no process outside their tree
+    shares (a library's or an executable's pages are split with every process that maps them)."""
     total = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/smaps_rollup") as fh:
                 for line in fh:
-                    if line.startswith("Pss:"):
+                    if line.startswith(f"{field}:"):
                         total += int(line.split()[1]) * 1024
                         break
         except OSError:

@@ -25,7 +25,6 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
-import jwt
 from django.conf import settings
 from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
@@ -252,6 +251,8 @@ def _now() -> datetime:
 
 
 def _sign(claims: dict[str, Any]) -> str:
+    import jwt  # here, not at the top: PyJWT loads cryptography (about 11 MiB a worker) when installed
+
     return jwt.encode(claims, signing_key(), algorithm=ALGORITHM)
 
 
@@ -292,6 +293,8 @@ def issue_refresh(identity: Identity) -> str:
 
 
 def _decode(token: str, audience: str) -> dict[str, Any]:
+    import jwt
+
     try:
         return jwt.decode(token, signing_key(), algorithms=[ALGORITHM], audience=audience, issuer=SERVICE,
                           leeway=LEEWAY_SECONDS,

@@ -18,7 +18,6 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import jwt
 from django.conf import settings
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
@@ -30,10 +29,11 @@ from tokens import external, htpasswd
 from tokens.principal import Mechanism, user
 
 if TYPE_CHECKING:
+    import jwt
     from authlib.integrations.requests_client import OAuth2Session
 
-# requests and authlib are imported by the functions that talk to the provider: the URL conf imports
-# this module in every worker, and one without [oidc] need not carry them.
+# requests, authlib and PyJWT are imported by the functions that talk to the provider: the URL conf
+# imports this module in every worker, and one without [oidc] need not carry them.
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ def discovery() -> tuple[dict[str, Any], jwt.PyJWKClient]:
     found = _discovered.get(issuer)
     if found is not None and found[0] > time.monotonic():
         return found[1], found[2]
+    import jwt
     import requests
 
     try:
@@ -115,6 +116,8 @@ def _session(request: UiRequest) -> OAuth2Session:
 
 def verify_id_token(token: str, nonce: str, document: dict[str, Any], keys: jwt.PyJWKClient) -> dict[str, Any]:
     """The ID token's claims once its signature, issuer, audience, expiry and nonce check out."""
+    import jwt
+
     config = settings.OIDC
     try:
         key = keys.get_signing_key_from_jwt(token).key

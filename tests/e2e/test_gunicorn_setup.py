@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import signal
 import socket
 import subprocess
 import time
+import urllib.error
 
 import pytest
 
@@ -56,3 +58,25 @@ def test_a_port_in_use_is_said_in_one_line_naming_the_setting(tmp_path) -> None:
     assert errors == [f"configuration error: [server] bind: 127.0.0.1:{port} is in use by another program: stop "
                       "it, or set SVC_SERVER_BIND (or [server] bind) to a free address"], done.stderr
     assert took < 20  # no five retries a second apart
+
+
+def test_sighup_applies_a_changed_configuration_file(start_registry) -> None:
+    """The master imports Django and the libraries for its workers to share (regsite/preload.py), but
+    not the settings: the workers SIGHUP starts read the file again."""
+    server = start_registry(workers=1)
+    with server.open("/v2/_catalog") as response:
+        assert response.status == 200
+    (server.workdir / "users.htpasswd").write_text("")
+    (server.workdir / "config.toml").write_text("[auth]\nenabled = true\n")
+    os.kill(server.process.pid, signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with server.open("/v2/_catalog", timeout=5):
+                pass
+        except urllib.error.HTTPError as refused:
+            assert refused.code == 401
+            break
+        assert time.monotonic() < deadline, "still open 30 s after SIGHUP"
+        time.sleep(0.2)
+    assert server.process.poll() is None
