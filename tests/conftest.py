@@ -20,6 +20,8 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings as hypothesis_settings  # noqa: E402
 
 from registry.locks import default_locks  # noqa: E402
+# The `database` mark on the tests that reach the database (tests/support/database_mark.py).
+from tests.support.database_mark import pytest_itemcollected  # noqa: E402, F401  (hook)
 from registry.storage import default_driver  # noqa: E402
 # pytest-xdist's scheduling: which tests share a process (tests/support/parallel.py).
 from tests.support.parallel import (  # noqa: E402, F401  (hooks)
