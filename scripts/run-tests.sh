@@ -18,7 +18,7 @@ workers=${TEST_WORKERS:-4}
 pg_workers=${PG_TEST_WORKERS:-2}
 on_postgres=(scripts/with-postgres.sh "$bin/pytest" -q -p no:cacheprovider)
 unit=(tests/test_*.py)
-on_database=database  # the tests that can behave differently on PostgreSQL
+on_database="database and not database_duplicate"  # the tests that can behave differently on PostgreSQL
 started=$SECONDS
 
 took() {
