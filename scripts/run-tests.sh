@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make test`'s test runs: the whole suite on SQLite, and the unit tests (tests/test_*.py) again on a
-# throwaway PostgreSQL cluster (scripts/with-postgres.sh).
+# `make test`'s test runs: the whole suite on SQLite, and the unit tests (tests/test_*.py) that reach
+# the database (marked `database`, tests/support/database_mark.py) again on a throwaway PostgreSQL
+# cluster (scripts/with-postgres.sh): the others run the same on any database.
 #
 # 1. In parallel: the SQLite run in TEST_WORKERS pytest-xdist processes and, alongside it, the
 #    PostgreSQL run in PG_TEST_WORKERS (its output is shown when both are done). Tests sharing a
@@ -17,6 +18,7 @@ workers=${TEST_WORKERS:-4}
 pg_workers=${PG_TEST_WORKERS:-2}
 on_postgres=(scripts/with-postgres.sh "$bin/pytest" -q -p no:cacheprovider)
 unit=(tests/test_*.py)
+on_database="database and not database_duplicate"  # the tests that can behave differently on PostgreSQL
 started=$SECONDS
 
 took() {
@@ -25,10 +27,10 @@ took() {
 
 if [ "${1:-}" = postgres ]; then
     phase=$SECONDS
-    "${on_postgres[@]}" -n "$pg_workers" -m "not serial" "${unit[@]}" || exit 1
+    "${on_postgres[@]}" -n "$pg_workers" -m "$on_database and not serial" "${unit[@]}" || exit 1
     took "unit tests on PostgreSQL, parallel" $phase
     phase=$SECONDS
-    "${on_postgres[@]}" -m serial "${unit[@]}" || exit 1
+    "${on_postgres[@]}" -m "$on_database and serial" "${unit[@]}" || exit 1
     took "unit tests on PostgreSQL, serial" $phase
     exit 0
 fi
@@ -37,7 +39,7 @@ log=$(mktemp /tmp/registry-pg-tests.XXXXXX)
 trap 'rm -f "$log"' EXIT
 
 phase=$SECONDS
-"${on_postgres[@]}" -n "$pg_workers" -m "not serial" "${unit[@]}" >"$log" 2>&1 &
+"${on_postgres[@]}" -n "$pg_workers" -m "$on_database and not serial" "${unit[@]}" >"$log" 2>&1 &
 postgres_run=$!
 "$bin/pytest" -n "$workers" -m "not serial"
 sqlite=$?
@@ -55,6 +57,6 @@ phase=$SECONDS
 "$bin/pytest" -m serial || exit 1
 took "whole suite on SQLite, serial" $phase
 phase=$SECONDS
-"${on_postgres[@]}" -m serial "${unit[@]}" || exit 1
+"${on_postgres[@]}" -m "$on_database and serial" "${unit[@]}" || exit 1
 took "unit tests on PostgreSQL, serial" $phase
 took "all test runs" $started

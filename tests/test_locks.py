@@ -132,19 +132,23 @@ def test_a_failed_renewal_is_logged_and_retried_and_the_lease_kept(monkeypatch, 
 
     from registry import queries
 
-    real, calls = queries.renew_lease, []
+    real, calls, renewed = queries.renew_lease, [], threading.Event()
 
     def flaky(*args):  # type: ignore[no-untyped-def]
         calls.append(args)
         if len(calls) == 1:
             raise OperationalError("the database went away for a moment")
-        return real(*args)
+        done = real(*args)
+        renewed.set()
+        return done
 
     monkeypatch.setattr(queries, "renew_lease", flaky)
-    locks = DatabaseLocks(lease_seconds=0.6)
+    # Renewals every second; the retry a second after the failure still has a second of lease left
+    # to reconnect in (a 0.6 s lease ran out on a busy machine while the thread reconnected).
+    locks = DatabaseLocks(lease_seconds=3)
     with caplog.at_level("WARNING", logger="registry.locks"):
         with locks.hold("job") as held:
-            threading.Event().wait(1.0)  # three renewals due; the first fails
+            assert renewed.wait(30)  # the first renewal failed, a later one went through
             held.set_note("still mine")  # raises LockHeld had the lease run out
             with pytest.raises(LockHeld):
                 with DatabaseLocks().hold("job"):

@@ -35,7 +35,9 @@ def pull_due_sql() -> str:
     pulls added to a GET (SQLite's text turned into an aware datetime on every pull)."""
     column = "m.last_pulled_at"
     if connection.vendor == "postgresql":
-        return f"({column} IS NULL OR {column} < now() - interval '1 minute')"
+        # The statement's time, as SQLite's 'now': now() is the transaction's start, which a long
+        # transaction (a test's, a migration's) leaves behind.
+        return f"({column} IS NULL OR {column} < statement_timestamp() - interval '1 minute')"
     # SQLite keeps Django's times as 'YYYY-MM-DD HH:MM:SS.ffffff' in UTC, which datetime() compares as text.
     return f"({column} IS NULL OR {column} < datetime('now', '-1 minute'))"
 

@@ -106,9 +106,7 @@ def postgres() -> Iterator[Postgres]:
     cluster.stop()
 
 
-@pytest.fixture(scope="session")
-def docker() -> Iterator[Docker]:
-    """A real Docker engine for the whole run (tests/support/docker.py)."""
+def _engine() -> Iterator[Docker]:
     try:
         engine = start_docker()
     except DockerUnavailable as exc:
@@ -118,12 +116,25 @@ def docker() -> Iterator[Docker]:
 
 
 @pytest.fixture(scope="session")
-def registry_image(docker: Docker) -> str:
+def docker() -> Iterator[Docker]:
+    """A real Docker engine for the whole run (tests/support/docker.py), for the clients' tests."""
+    yield from _engine()
+
+
+@pytest.fixture(scope="session")
+def image_docker() -> Iterator[Docker]:
+    """The engine that builds and runs the registry's image (tests/e2e/test_image.py): one of its
+    own, so that the build (minutes) and the clients' tests run in two processes at once."""
+    yield from _engine()
+
+
+@pytest.fixture(scope="session")
+def registry_image(image_docker: Docker) -> str:
     """The registry's image built from its Dockerfile in that engine, under the name the compose files
     use (tests/support/image_build.py: a stand-in base, packages from a local index)."""
     name = "svc-registry:latest"
     try:
-        build_registry_image(docker, name)
+        build_registry_image(image_docker, name)
     except DockerUnavailable as exc:
         unavailable(str(exc))
     return name

@@ -28,6 +28,12 @@ from tests.support.server import REPO, free_port
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture
+def docker(image_docker: Docker) -> Docker:
+    """The engine the image was built in (``image_docker``), not the clients' tests' one."""
+    return image_docker
+
+
 def wait_healthy(docker: Docker, container: str, timeout: float = 120) -> None:
     """Until the image's own HEALTHCHECK says healthy (its first check runs 15 s after the start)."""
     deadline = time.monotonic() + timeout
