@@ -18,7 +18,7 @@ from regsite.worker import RegistryWorker as _RegistryWorker
 # Private files from the first one on: the configuration check below creates the storage root and
 # the database's directory when gunicorn is started before `manage.py migrate` (which sets the same).
 _os.umask(0o077)
-_svc = _config.load_or_exit(serving=True)
+_svc = _config.load_for_master()
 _server = _svc["server"]
 
 wsgi_app = "regsite.wsgi:application"

@@ -629,6 +629,32 @@ def load_or_exit(
     return cfg
 
 
+# The configuration the gunicorn master checked and serves: its workers, forked from it, use it as
+# it is rather than reading the file themselves, so a SIGHUP with a broken file changes nothing.
+_served: dict[str, Any] | None = None
+
+
+def load_for_master() -> dict[str, Any]:
+    """The gunicorn master's configuration (gunicorn.conf.py). At start, as ``load_or_exit``; on a
+    reload (SIGHUP) a file or environment with a mistake is reported and the previous configuration
+    stays in force: the master exiting would take every worker, and the service, down with it."""
+    global _served
+    if _served is None:
+        _served = load_or_exit(serving=True)
+        return _served
+    try:
+        _served = load_or_exit(serving=True)
+    except SystemExit:
+        print("configuration error: the reload (SIGHUP) is refused, the previous configuration stays in "
+              "force until the file is corrected and the server is sent SIGHUP again", file=sys.stderr)
+    return _served
+
+
+def served() -> dict[str, Any] | None:
+    """In a gunicorn worker, the configuration its master checked; None in any other process."""
+    return _served
+
+
 def _register_tables() -> None:
     # Features declare their tables in their own modules, which need the names above.
     from notifications import endpoints

@@ -11,7 +11,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # Every file and directory the registry creates (the database and its journal, blob and upload data,
 # token files, the session key) is the service user's alone: 0600 and 0700.
 os.umask(0o077)
-SVC = config.load_or_exit()
+SVC = config.served() or config.load_or_exit()
 
 
 def _secret_key(path: Path) -> str:

@@ -60,14 +60,29 @@ def test_a_port_in_use_is_said_in_one_line_naming_the_setting(tmp_path) -> None:
     assert took < 20  # no five retries a second apart
 
 
-def test_sighup_applies_a_changed_configuration_file(start_registry) -> None:
+def test_sighup_applies_a_changed_configuration_file_and_refuses_a_broken_one(start_registry) -> None:
     """The master imports Django and the libraries for its workers to share (regsite/preload.py), but
-    not the settings: the workers SIGHUP starts read the file again."""
+    not the settings: the workers SIGHUP starts read the file again. A file with a mistake changes
+    nothing (regsite.config.load_for_master): the master exiting would take the service down."""
     server = start_registry(workers=1)
     with server.open("/v2/_catalog") as response:
         assert response.status == 200
+    (server.workdir / "config.toml").write_text("[auth]\nenabled = true\n")  # and no htpasswd file
+    booted = server.log_path.read_text().count("Booting worker")
+    os.kill(server.process.pid, signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while server.log_path.read_text().count("Booting worker") == booted:  # a worker started after it
+        assert server.process.poll() is None, server.log_path.read_text()[-2000:]
+        assert time.monotonic() < deadline, "no worker started 30 s after SIGHUP"
+        time.sleep(0.2)
+    assert "the reload (SIGHUP) is refused" in server.log_path.read_text()
+    for _ in range(5):
+        with server.open("/v2/_catalog", timeout=5) as response:
+            assert response.status == 200  # still the configuration from before: no authentication
+        time.sleep(0.2)
+    assert server.process.poll() is None
+
     (server.workdir / "users.htpasswd").write_text("")
-    (server.workdir / "config.toml").write_text("[auth]\nenabled = true\n")
     os.kill(server.process.pid, signal.SIGHUP)
     deadline = time.monotonic() + 30
     while True:
