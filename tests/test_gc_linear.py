@@ -15,7 +15,6 @@ from datetime import timedelta
 from typing import Callable
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
@@ -67,9 +66,6 @@ def _collection_work(size: int) -> int:
     return work
 
 
-@pytest.mark.xfail(settings.DATABASES["default"]["ENGINE"].endswith("postgresql"), strict=True,
-                   reason="issue 25, open: on PostgreSQL the collector's range statements read 18 to 20 times the "
-                   "rows for ten times the images here (hash joins that read a whole table per range)")
 def test_ten_times_the_images_cost_at_most_ten_times_the_work() -> None:
     small, large = _collection_work(SMALL), _collection_work(10 * SMALL)
     print(f"collection work at {2 * SMALL} images: {small:,}, at {20 * SMALL:,}: {large:,} "

@@ -79,7 +79,7 @@ def collect(options: Options, report: Report = sweep.silent) -> Result:
     try:
         run.result.uploads = uploads.purge_expired(options.upload_expiry, dry_run=options.dry_run)
         run.evict_cached()
-        with queries.serial_plans():
+        with queries.range_plans():
             if options.delete_untagged or current_policies().retention:
                 run.manifests()
             run.links()
@@ -188,7 +188,7 @@ class _Run:
         ids = [link.id for link in links]
         low, high = min(link.repository_id for link in links), max(link.repository_id for link in links)
         with sweep.locked(link.digest for link in links), quotas.releasing(lambda: queries.quota_links_by_id(ids)):
-            still = queries.unreferenced_links(low, high, self.cutoff, link_ids=ids)
+            still = queries.unreferenced_links(low, high, self.cutoff, again=links)
             queries.delete_links([link.id for link in still])
         return still
 
