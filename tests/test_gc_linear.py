@@ -140,3 +140,21 @@ def test_blob_data_is_looked_at_only_for_digests_without_rows(tmp_path: Path) ->
              for orphan in batch]
     assert sorted(found) == sorted((str(digest), 1) for digest in digests[:3])
     assert driver.files == 3, driver.files
+
+
+def test_a_repository_whose_untagged_manifests_fit_a_page_is_collected_in_one_transaction() -> None:
+    """``--delete-untagged`` over many small repositories: one write transaction each, not a second
+    one to find the next page empty (two commits, and on SQLite a writer's pause, per repository)."""
+    repositories = 20
+    scale.load(content.Shape(big_tags=0, small=repositories, files=False))
+    Tag.objects.all().delete()
+    transactions = [0]
+
+    def count(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        transactions[0] += sql.startswith("SAVEPOINT")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        found = gc.collect(gc.Options(grace=timedelta(hours=1), delete_untagged=True))
+    assert found.manifests == repositories
+    assert transactions[0] <= repositories + 10, transactions[0]  # + the links' and blobs' batches

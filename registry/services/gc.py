@@ -160,12 +160,12 @@ class _Run:
                     page = reachability.candidates(repository.id, roots, after)
                     doomed = reachability.unkept(repository.id, page, roots)
                     queries.delete_manifests([node.id for node in doomed])
-            if not page:
-                return
-            after = page[-1].digest
             for node in doomed:
                 self.report(f"{self.verb} manifest {repository.name}@{node.digest}")
             self.result.manifests += len(doomed)
+            if len(page) < reachability.PAGE:
+                return  # the last page: no second transaction per repository to find it empty
+            after = page[-1].digest
 
     def _hold_doomed(self, manifest_ids: list[int]) -> None:
         if manifest_ids:
