@@ -27,7 +27,9 @@ from registry.storage.driver import PathNotFound, StorageDriver, delete_if_exist
 
 BATCH = 200  # rows per write transaction
 RANGE = 2000  # rows a collection examines per statement
-DATA_BATCH = 50
+# Blobs whose data goes per write transaction: their files are deleted under the lock (on SQLite,
+# the database's), a few ms each on a busy disk; 50 kept pulls waiting up to a second (bench scale).
+DATA_BATCH = 10
 WRITER_BUDGET = 0.1  # seconds of lock held between pauses, see writing
 WRITER_PAUSE = 0.1  # seconds
 PROGRESS_EVERY = 10_000
