@@ -51,7 +51,7 @@ from registry.queries.collection import (
     link_ranges,
     repositories_with_untagged,
     repository_page,
-    serial_plans,
+    range_plans,
     unreferenced_links,
     unused_blobs,
 )
@@ -190,7 +190,7 @@ __all__ = [
     "quota_links_of_digest", "repositories_linking", "repositories_linking_blobs", "unlink_blob",
     # collection
     "LinkRow", "NamedRepository", "UnusedBlob", "blob_ranges", "delete_blob_rows", "delete_links", "forget_doomed",
-    "hold_doomed", "link_ranges", "repositories_with_untagged", "repository_page", "serial_plans",
+    "hold_doomed", "link_ranges", "repositories_with_untagged", "repository_page", "range_plans",
     "unreferenced_links", "unused_blobs",
     # graph
     "GraphNode", "candidate_page", "graph_nodes", "index_parents", "tag_names_of",

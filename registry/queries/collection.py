@@ -65,17 +65,23 @@ def repository_page(after_id: int, limit: int) -> list[NamedRepository]:
 
 
 @contextmanager
-def serial_plans() -> Iterator[None]:
-    """PostgreSQL plans without parallel workers meanwhile: a collection's statements each read a
-    bounded range, where starting workers costs more than it saves, and the cores are the
-    requests' that are served meanwhile."""
+def range_plans() -> Iterator[None]:
+    """PostgreSQL plans a collection's statements meanwhile as what they are, reads of a bounded
+    range through an index: no sequential scans where an index serves (a small table's whole read
+    looks cheaper to the planner, but it is work that grows with the table, not with the range,
+    and tables grow), and no parallel workers (starting them costs more than a range saves, and
+    the cores are the requests' that are served meanwhile)."""
     if connection.vendor != "postgresql":
         yield
         return
     execute("SET max_parallel_workers_per_gather = 0", [])
+    execute("SET enable_seqscan = off", [])
+    execute("SET random_page_cost = 1.1", [])
     try:
         yield
     finally:
+        execute("RESET random_page_cost", [])
+        execute("RESET enable_seqscan", [])
         execute("RESET max_parallel_workers_per_gather", [])
 
 
@@ -112,33 +118,88 @@ def link_ranges(batch: int) -> Iterator[tuple[int, int]]:
 
 
 @statement
-def _unreferenced_links_sql(count: int, discount: bool) -> str:
+def _unreferenced_links_sql(count: int, discount: bool, by_digest: bool) -> str:
     # The referenced (repository, digest) pairs of the range, gathered once and MATERIALIZED so
-    # that no planner turns the lookup into a probe by digest (PostgreSQL >= 12, SQLite >= 3.35).
-    # Checking a few links again (``count``), only their digests' references are gathered.
-    some = f"l.id IN ({marks(count)})"
-    theirs = (f" AND mr.digest IN (SELECT b.digest FROM {table(BlobLink)} l JOIN {table(Blob)} b "
-              f"ON b.id = l.blob_id WHERE {some})") if count else ""
+    # that no planner turns the lookup into a probe by digest (PostgreSQL >= 12, SQLite >= 3.35);
+    # the repositories' names looked up for the links that are left only (as a join, PostgreSQL
+    # hashed every repository for each range).
+    if not count:
+        references = _range_references(discount)
+    elif by_digest:
+        references = _references_by_digest(count, discount)
+    else:
+        references = f"{_range_references(discount)} AND mr.digest || '' IN ({marks(count)})"
     return (
-        f"WITH referenced AS MATERIALIZED (SELECT m.repository_id, mr.digest FROM {table(Manifest)} m "
-        f"JOIN {table(ManifestReference)} mr ON mr.manifest_id = m.id WHERE m.repository_id BETWEEN %s AND %s "
-        f"AND mr.kind = %s{_not_doomed('m.id', discount)}{theirs}) "
-        f"SELECT l.id, l.repository_id, r.name, b.digest FROM {table(BlobLink)} l "
-        f"JOIN {table(Blob)} b ON b.id = l.blob_id JOIN {table(Repository)} r ON r.id = l.repository_id "
-        "WHERE l.repository_id BETWEEN %s AND %s AND l.created_at < %s" + (f" AND {some}" if count else "")
-        + " AND NOT EXISTS (SELECT 1 FROM referenced x WHERE x.repository_id = l.repository_id "
-        "AND x.digest = b.digest) ORDER BY l.id"
+        f"WITH referenced AS MATERIALIZED ({references}) "
+        f"SELECT k.id, k.repository_id, (SELECT r.name FROM {table(Repository)} r WHERE r.id = k.repository_id), "
+        f"k.digest FROM {_range_links(count)} WHERE NOT EXISTS (SELECT 1 FROM referenced x "
+        "WHERE x.repository_id = k.repository_id AND x.digest = k.digest) ORDER BY k.id"
     )
 
 
-def unreferenced_links(low: int, high: int, cutoff: datetime, link_ids: Sequence[int] = (),
+def _range_links(count: int) -> str:
+    """``k``: the range's links (those of ``count`` ids) with their digests. PostgreSQL looks each
+    digest up (a scalar subquery in a subquery that OFFSET 0 keeps whole): as a join, it hashed
+    every blob for each range. SQLite probes the join by itself."""
+    where = "l.repository_id BETWEEN %s AND %s AND l.created_at < %s"
+    where += f" AND l.id IN ({marks(count)})" if count else ""
+    if connection.vendor == "postgresql":
+        return (f"(SELECT l.id, l.repository_id, (SELECT b.digest FROM {table(Blob)} b WHERE b.id = l.blob_id) "
+                f"AS digest FROM {table(BlobLink)} l WHERE {where} OFFSET 0) k")
+    return (f"(SELECT l.id, l.repository_id, b.digest FROM {table(BlobLink)} l JOIN {table(Blob)} b "
+            f"ON b.id = l.blob_id WHERE {where}) k")
+
+
+def _range_references(discount: bool) -> str:
+    """The blob references of the range's manifests, read manifest by manifest through the
+    references' index. PostgreSQL hashed every reference of the registry for each range instead:
+    a LATERAL subquery that OFFSET 0 keeps from being flattened is probed for each manifest. SQLite
+    has no LATERAL and probes by itself."""
+    if connection.vendor == "postgresql":
+        references = (f"CROSS JOIN LATERAL (SELECT r.digest FROM {table(ManifestReference)} r "
+                      "WHERE r.manifest_id = m.id AND r.kind = %s OFFSET 0) mr")
+    else:
+        references = f"JOIN {table(ManifestReference)} mr ON mr.manifest_id = m.id AND mr.kind = %s"
+    return (f"SELECT m.repository_id, mr.digest FROM {table(Manifest)} m {references} "
+            f"WHERE m.repository_id BETWEEN %s AND %s{_not_doomed('m.id', discount)}")
+
+
+def _references_by_digest(count: int, discount: bool) -> str:
+    # ``+ 0``: the manifests' repository index stays out of it, so both databases start from the
+    # digests' references whatever their statistics say.
+    return (f"SELECT m.repository_id, mr.digest FROM {table(ManifestReference)} mr JOIN {table(Manifest)} m "
+            f"ON m.id = mr.manifest_id WHERE mr.kind = %s AND m.repository_id + 0 BETWEEN %s AND %s"
+            f"{_not_doomed('m.id', discount)} AND mr.digest IN ({marks(count)})")
+
+
+@statement
+def _references_at_most_sql(count: int) -> str:
+    return (f"SELECT count(*) FROM (SELECT 1 FROM {table(ManifestReference)} WHERE digest IN ({marks(count)}) "
+            "LIMIT %s) AS probe")
+
+
+def unreferenced_links(low: int, high: int, cutoff: datetime, again: Sequence[LinkRow] = (),
                        discount: bool = False) -> list[LinkRow]:
     """Links of repositories ``low`` to ``high`` made before ``cutoff`` that no manifest of their
-    repository references (only among ``link_ids`` when given; leaving out the manifests a dry run
-    would delete with ``discount``)."""
-    ids = list(link_ids)
-    params = [low, high, ManifestReference.BLOB, *ids, low, high, moment(cutoff), *ids]
-    return [LinkRow(*row) for row in fetch_all(_unreferenced_links_sql(len(ids), discount), params)]
+    repository references (only among ``again``, links found so before, when given; leaving out
+    the manifests a dry run would delete with ``discount``).
+
+    Checking links again reads either the references to their digests or those of their
+    repositories' manifests, whichever is bounded by the batch: a base layer shared by every
+    repository has a million references, a big repository a million manifests, and reading either
+    for each batch made a collection quadratic. One probe that stops after a few references per
+    link tells which.
+    """
+    digests, ids = [link.digest for link in again], [link.id for link in again]
+    few = 4 * len(ids)
+    by_digest = bool(ids) and _count(_references_at_most_sql(len(ids)), [*digests, few]) < few
+    params = [ManifestReference.BLOB, low, high, *digests, low, high, moment(cutoff), *ids]
+    return [LinkRow(*row) for row in fetch_all(_unreferenced_links_sql(len(ids), discount, by_digest), params)]
+
+
+def _count(sql: str, params: list[object]) -> int:
+    row = fetch_one(sql, params)
+    return int(row[0]) if row else 0
 
 
 def delete_links(link_ids: Sequence[int]) -> None:
@@ -196,7 +257,7 @@ def delete_blob_rows(blob_ids: Sequence[int]) -> None:
 @statement
 def _with_candidates_sql() -> str:
     return (f"SELECT DISTINCT m.repository_id FROM {table(Manifest)} m WHERE m.repository_id BETWEEN %s AND %s "
-            f"AND m.created_at < %s AND NOT EXISTS (SELECT 1 FROM {table(Tag)} t WHERE t.manifest_id = m.id)")
+            f"AND m.created_at < %s AND (SELECT 1 FROM {table(Tag)} t WHERE t.manifest_id = m.id LIMIT 1) IS NULL")
 
 
 def repositories_with_untagged(low: int, high: int, cutoff: datetime) -> set[int]:

@@ -79,7 +79,7 @@ def collect(options: Options, report: Report = sweep.silent) -> Result:
     try:
         run.result.uploads = uploads.purge_expired(options.upload_expiry, dry_run=options.dry_run)
         run.evict_cached()
-        with queries.serial_plans():
+        with queries.range_plans():
             if options.delete_untagged or current_policies().retention:
                 run.manifests()
             run.links()
@@ -160,12 +160,12 @@ class _Run:
                     page = reachability.candidates(repository.id, roots, after)
                     doomed = reachability.unkept(repository.id, page, roots)
                     queries.delete_manifests([node.id for node in doomed])
-            if not page:
-                return
-            after = page[-1].digest
             for node in doomed:
                 self.report(f"{self.verb} manifest {repository.name}@{node.digest}")
             self.result.manifests += len(doomed)
+            if len(page) < reachability.PAGE:
+                return  # the last page: no second transaction per repository to find it empty
+            after = page[-1].digest
 
     def _hold_doomed(self, manifest_ids: list[int]) -> None:
         if manifest_ids:
@@ -188,7 +188,7 @@ class _Run:
         ids = [link.id for link in links]
         low, high = min(link.repository_id for link in links), max(link.repository_id for link in links)
         with sweep.locked(link.digest for link in links), quotas.releasing(lambda: queries.quota_links_by_id(ids)):
-            still = queries.unreferenced_links(low, high, self.cutoff, link_ids=ids)
+            still = queries.unreferenced_links(low, high, self.cutoff, again=links)
             queries.delete_links([link.id for link in still])
         return still
 
