@@ -105,7 +105,8 @@ if "PROMETHEUS_MULTIPROC_DIR" not in _os.environ:
 
 
 # Django and the libraries are imported here, once, and shared by the workers forked from this
-# process (regsite/preload.py); each worker still reads the configuration itself, so SIGHUP reloads it.
+# process (regsite/preload.py); each worker still builds its settings from the configuration read
+# above (regsite.config.load_for_master), which SIGHUP reads again.
 _not_preloaded = _preload.framework(_preload.modules_for(_svc))
 
 

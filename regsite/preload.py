@@ -6,8 +6,9 @@ in the master, the pages are shared by every worker forked from it (copy-on-writ
 
 Only code that reads no configuration is imported here: Django's framework modules, the libraries
 and the standard library modules a worker uses, not ``regsite.settings``, the apps or their models,
-nor anything of ours. A worker still loads the settings and the application itself, so SIGHUP
-(which starts new workers) applies a changed configuration file as before. What it does not
+nor anything of ours. A worker still loads the settings and the application itself, from the
+configuration the master read (regsite.config.load_for_master), so SIGHUP (which reads it again and
+starts new workers) applies a changed configuration file as before. What it does not
 reload is this code: upgrading Django or a library needs a restart of the master, as with
 gunicorn's ``preload_app``.
 
