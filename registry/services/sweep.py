@@ -10,7 +10,6 @@ row came back meanwhile.
 """
 from __future__ import annotations
 
-import re
 import threading
 import time
 from contextlib import contextmanager
@@ -33,7 +32,6 @@ DATA_BATCH = 10
 WRITER_BUDGET = 0.1  # seconds of lock held between pauses, see writing
 WRITER_PAUSE = 0.1  # seconds
 PROGRESS_EVERY = 10_000
-_PREFIX = re.compile(r"[0-9a-f]{2}")
 
 Report = Callable[[str], None]
 T = TypeVar("T")
@@ -145,12 +143,9 @@ def _stored_digests(driver: StorageDriver, walked: Callable[[], None]) -> Iterat
     for algorithm in _names(driver, paths.BLOBS):
         if algorithm not in HEX:
             continue  # a probe file, say
-        for prefix in _names(driver, f"{paths.BLOBS}/{algorithm}"):
-            if not _PREFIX.fullmatch(prefix):
-                continue
-            for name in _names(driver, f"{paths.BLOBS}/{algorithm}/{prefix}"):
-                digest = Digest.parse_or_none(f"{algorithm}:{name}")
-                if digest is not None and name.startswith(prefix):
+        for prefix in _names(driver, paths.blob_algorithm_dir(algorithm)):
+            for name in _names(driver, paths.blob_prefix_dir(algorithm, prefix)):
+                if (digest := paths.digest_from_blob_dir(algorithm, prefix, name)) is not None:
                     walked()
                     yield str(digest)
 

@@ -21,6 +21,7 @@ from registry.digests import Digest
 
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 _LOCK_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_BLOB_PREFIX = re.compile(r"[0-9a-f]{2}")
 
 BLOBS = "blobs"
 UPLOADS = "uploads"
@@ -78,9 +79,26 @@ def lock(name: str) -> str:
     return f"{LOCKS}/{name}"
 
 
+def blob_algorithm_dir(algorithm: str) -> str:
+    """The directory of one algorithm's blobs, whose entries are the prefix directories."""
+    return f"{BLOBS}/{algorithm}"
+
+
+def blob_prefix_dir(algorithm: str, prefix: str) -> str:
+    """A prefix directory (``blobs/<alg>/<xx>``), whose entries are the blob directories."""
+    return f"{blob_algorithm_dir(algorithm)}/{prefix}"
+
+
+def digest_from_blob_dir(algorithm: str, prefix: str, name: str) -> Digest | None:
+    """The digest the blob directory ``blobs/<alg>/<prefix>/<name>`` is for, or None for anything else."""
+    if not _BLOB_PREFIX.fullmatch(prefix) or not name.startswith(prefix):
+        return None
+    return Digest.parse_or_none(f"{algorithm}:{name}")
+
+
 def digest_from_blob_path(path: str) -> Digest | None:
     """The digest a ``blobs/<alg>/<xx>/<hex>/data`` path stores, or None for anything else."""
     parts = path.split("/")
-    if len(parts) != 5 or parts[0] != BLOBS or parts[4] != "data" or parts[2] != parts[3][:2]:
+    if len(parts) != 5 or parts[0] != BLOBS or parts[4] != "data":
         return None
-    return Digest.parse_or_none(f"{parts[1]}:{parts[3]}")
+    return digest_from_blob_dir(parts[1], parts[2], parts[3])
