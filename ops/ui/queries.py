@@ -74,6 +74,7 @@ class RepositoryInfo:
     size: int
     last_push: datetime | None
     counted_at: datetime | None = None  # tags, manifests and size as counted then; None: now
+    untagged: int | None = None  # as counted then, when counted_at is (None: not counted yet)
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,7 @@ def repository(name: str) -> RepositoryInfo:
     repo = get_repository(name)
     stats = _repository_stats([repo.id])[repo.id]
     return RepositoryInfo(repo.id, repo.name, repo.created_at, stats["tags"], stats["manifests"], stats["bytes"],
-                          stats["pushed"], stats["counted_at"])
+                          stats["pushed"], stats["counted_at"], stats.get("untagged"))
 
 
 def tags(repo: RepositoryInfo, after: str = "", before: str = "", sort: str = "recent"
@@ -340,10 +341,12 @@ def _platforms(manifest_ids: Iterable[int]) -> dict[int, list[str]]:
 UNTAGGED_SCAN = 5_000  # a repository's newest manifests the untagged list looks among
 
 
-def untagged(repo: RepositoryInfo) -> tuple[int, bool, list[UntaggedRow]]:
-    """Manifests no tag points to (index children, referrers, images whose tag moved on), newest
-    first, among the repository's UNTAGGED_SCAN newest: (how many there are, whether that counted
-    every manifest of the repository, the newest UNTAGGED_LIMIT of them)."""
+def untagged(repo: RepositoryInfo) -> tuple[int | None, list[UntaggedRow]]:
+    """Manifests no tag points to (index children, referrers, images whose tag moved on): how many
+    there are (as last counted for a big repository, whose count is a look at every manifest: None
+    when never counted), and the newest UNTAGGED_LIMIT of them among the repository's
+    UNTAGGED_SCAN newest manifests."""
+    total = repo.untagged if repo.counted_at is not None else shared.untagged_count(repo.id)
     newest = Manifest.objects.filter(repository_id=repo.id).order_by("-created_at", "-id")  # manifest_pushed_idx
     # A tag looked up for each manifest of the window: as NOT EXISTS, PostgreSQL hashed every tag of
     # the registry to join them.
@@ -354,7 +357,6 @@ def untagged(repo: RepositoryInfo) -> tuple[int, bool, list[UntaggedRow]]:
     oldest = newest.values_list("created_at", "id")[UNTAGGED_SCAN - 1:UNTAGGED_SCAN]
     for created, pk in oldest:
         query = query.filter(Q(created_at__gt=created) | Q(created_at=created, id__gte=pk), created_at__gte=created)
-    total = query.count()
     rows = list(
         query.values_list(
             "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at", "last_pulled_at"
@@ -362,7 +364,7 @@ def untagged(repo: RepositoryInfo) -> tuple[int, bool, list[UntaggedRow]]:
     )
     children = {child for child, _parent in shared.index_parents(repo.id, [row[1] for row in rows])}
     sizes = content_sizes(repo.id, [row[0] for row in rows])
-    return total, repo.manifests <= UNTAGGED_SCAN, [
+    return total, [
         UntaggedRow(digest, media_type, artifact_type(kind), subject, sizes.get(pk) or size, created,
                     digest in children, pulled)
         for pk, digest, media_type, kind, subject, size, created, pulled in rows

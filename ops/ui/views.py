@@ -115,14 +115,14 @@ def repository_detail(request: UiRequest, name: str) -> HttpResponse:
         listing, tags = queries.tags(info, request.GET.get("after", ""), request.GET.get("before", ""), sort)
     except seek.BadCursor:
         return _bad_cursor(request)
-    untagged_total, untagged_all, untagged = queries.untagged(info) if listing.first else (0, True, [])
+    untagged_total, untagged = queries.untagged(info) if listing.first else (0, [])
     # One reversal for the page, not three for each of its up to 150 rows: a tag or a digest needs
     # no quoting in a path, and reversing was a third of the page's time.
     manifests = reverse("ui:manifest", args=[info.name, "-"])[:-1]
     return page(request, "repository.html", {
         "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort, "manifests": manifests,
-        "untagged_total": untagged_total, "untagged_all": untagged_all, "untagged": untagged,
-        "untagged_scan": queries.UNTAGGED_SCAN,
+        "untagged_total": untagged_total, "untagged": untagged, "untagged_scan": queries.UNTAGGED_SCAN,
+        "untagged_limit": queries.UNTAGGED_LIMIT,
         "deleted": _deleted(request, _deleted_reference), "rules": policies.for_repository(info.name),
         "mirror": _mirror(name, info.id), "may_delete": request.viewer.may_delete(name),
     })

@@ -131,6 +131,20 @@ def visible_totals(within: Q) -> dict[str, int]:
 
 
 @statement
+def _untagged_sql() -> str:
+    # A tag looked up for each manifest (the tag's manifest index): as NOT EXISTS, PostgreSQL hashed
+    # every tag of the registry to join them.
+    return (f"SELECT COUNT(*) FROM {table(Manifest)} m WHERE m.repository_id = %s "
+            f"AND (SELECT 1 FROM {table(Tag)} t WHERE t.manifest_id = m.id LIMIT 1) IS NULL")
+
+
+def untagged_count(repository_id: int) -> int:
+    """How many manifests of the repository no tag points to: a look at each of its manifests."""
+    row = fetch_one(_untagged_sql(), [repository_id]) or (0,)
+    return int(row[0] or 0)
+
+
+@statement
 def _repository_totals_sql() -> str:
     return (f"SELECT (SELECT COUNT(*) FROM {table(Tag)} WHERE repository_id = %s), "
             f"(SELECT COUNT(*) FROM {table(Manifest)} WHERE repository_id = %s), "
@@ -139,6 +153,8 @@ def _repository_totals_sql() -> str:
 
 
 def repository_totals(repository_id: int) -> dict[str, int]:
-    """A repository's tags, manifests and linked blob bytes, counted: a scan of its rows."""
+    """A repository's tags, manifests, untagged manifests and linked blob bytes, counted: a scan of
+    its rows."""
     row = fetch_one(_repository_totals_sql(), [repository_id] * 3) or (0, 0, 0)
-    return {"tags": int(row[0] or 0), "manifests": int(row[1] or 0), "bytes": int(row[2] or 0)}
+    return {"tags": int(row[0] or 0), "manifests": int(row[1] or 0), "bytes": int(row[2] or 0),
+            "untagged": untagged_count(repository_id)}
