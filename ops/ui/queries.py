@@ -249,22 +249,20 @@ def tags(repo: RepositoryInfo, after: str = "", before: str = "", sort: str = "r
          ) -> tuple[seek.Listing, list[TagRow]]:
     """The page of the repository's tags after (or before) a row's cursor (ops.ui.seek), newest
     first or by name. Raises seek.BadCursor for a cursor this list never made."""
+    columns = ("name", "updated_at", "manifest_id", "manifest__digest", "manifest__media_type",
+               "manifest__artifact_type", "manifest__size", "manifest__last_pulled_at")
+    # The page's rows in one statement, the index read from the cursor on and a manifest joined to
+    # each of its rows (with OFFSET, the ids came first: the join then ran for every row skipped).
     segment: seek.Segment
     if sort == "name":  # uniq_tag (SQLite), tag_name_bytes (PostgreSQL)
-        named = Tag.objects.filter(repository_id=repo.id).alias(key=byte_order("name")).values_list("id", "name")
+        named = Tag.objects.filter(repository_id=repo.id).alias(key=byte_order("name")).values_list(*columns, "name")
         segment = seek.Segment(named, ("key",))
         cursor = seek.cursor_from(after, before, _name_cursor(is_valid_tag))
     else:
-        segment = _recent_tags(repo.id)
+        segment = _recent_tags(repo.id, columns)
         cursor = seek.cursor_from(after, before, _moment_cursor)
-    columns = ("name", "updated_at", "manifest_id", "manifest__digest", "manifest__media_type",
-               "manifest__artifact_type", "manifest__size", "manifest__last_pulled_at")
-    # The page's tags by their ids alone, then their rows: the index read alone, not through a
-    # join with the manifests (PostgreSQL joined them row by row).
     page = seek.listing([segment], cursor, PAGE_SIZE, repo.tags, _encode)
-    ids = [row[0] for row in page.rows]
-    found = {row[0]: row[1:] for row in Tag.objects.filter(id__in=ids).values_list("id", *columns)}
-    listed = [found[pk] for pk in ids if pk in found]
+    listed = [row[:len(columns)] for row in page.rows]
     manifest_ids = {row[2] for row in listed}
     sizes = content_sizes(repo.id, manifest_ids)
     platforms = _platforms(manifest_ids)
@@ -277,9 +275,9 @@ def tags(repo: RepositoryInfo, after: str = "", before: str = "", sort: str = "r
     return page, rows
 
 
-def _recent_tags(repository_id: int) -> seek.Segment:
+def _recent_tags(repository_id: int, columns: tuple[str, ...]) -> seek.Segment:
     """A repository's tags newest first, read from tag_pushed_idx (repository, updated_at, id)."""
-    tags = Tag.objects.values_list("id", "updated_at", "id")
+    tags = Tag.objects.values_list(*columns, "updated_at", "id")
     if connection.vendor == "postgresql":
         # The repository as a range, in the order, and in the cursor's comparison: only
         # tag_pushed_idx then gives the rows. With "repository_id = n" PostgreSQL drops that key
