@@ -97,8 +97,11 @@ def _check_sqlite(sql: str, search: str | tuple[str, ...], sorts: bool = False, 
         steps = [row[-1] for row in cursor.fetchall()]
     shown = "\n".join(steps)
     assert sorts or not [s for s in steps if "TEMP B-TREE" in s], f"sorts:\n{shown}"
-    # A SCAN of an index in the order returned stops at the LIMIT; a SCAN of a table does not.
-    scans = [s for s in steps if s.startswith("SCAN") and "INDEX" not in s and s != "SCAN CONSTANT ROW"]
+    # A SCAN of an index in the order returned stops at the LIMIT; a SCAN of a table does not. A
+    # subquery the statement materialized is its own result, as big as what built it.
+    own = {f"SCAN {s.split()[1]}" for s in steps if s.startswith("MATERIALIZE")}
+    scans = [s for s in steps if s.startswith("SCAN") and "INDEX" not in s and s != "SCAN CONSTANT ROW"
+             and s not in own]
     assert not scans, f"scans a table:\n{shown}"
     searches = (search,) if isinstance(search, str) else search
     assert [s for s in steps if any(wanted in s for wanted in searches)], f"no step {searches}:\n{shown}"
@@ -257,8 +260,9 @@ def test_a_page_of_the_big_repository_reads_a_bounded_part_of_it(big, client, pl
     if "after=" in path or "before=" in path:
         assert 'rel="prev"' in response.content.decode() and 'rel="next"' in response.content.decode()
     for sql in [q["sql"] for q in captured.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")]:
-        # Each probe whether a repository is too big to count reads up to that many links, by design.
-        probes = sql.count(f"OFFSET {tally_queries.BIG_REPOSITORY}") * tally_queries.BIG_REPOSITORY
+        # The probe whether a repository is too big to count reads up to that many links, by design,
+        # once (repeated in each figure's CASE, it read them four times).
+        probes = min(1, sql.count(f"OFFSET {tally_queries.BIG_REPOSITORY}")) * tally_queries.BIG_REPOSITORY
         if POSTGRES:
             _check_postgres(sql, (), sorts=True, bound=WORK_BOUND + probes)
         else:
