@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any, Callable, Iterable
 
 from django.db import connection
-from django.db.models import Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Max, OuterRef, Q, Subquery
 
 from ops.ui import seek, tallies
 from ops.ui.manifests import summarize

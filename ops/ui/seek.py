@@ -85,20 +85,19 @@ class _Beyond(Expression):
     def get_source_expressions(self) -> list[Any]:
         return [*self.fields, *self.values]
 
-    def set_source_expressions(self, exprs: list[Any]) -> None:
+    def set_source_expressions(self, exprs: Sequence[Any]) -> None:
         half = len(exprs) // 2
-        self.fields, self.values = exprs[:half], exprs[half:]
+        self.fields, self.values = list(exprs[:half]), list(exprs[half:])
 
     def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
-        left, right, params = [], [], []
-        for column in self.fields:
-            sql, found = compiler.compile(column)
-            left.append(sql)
-            params.extend(found)
-        for value in self.values:
-            sql, found = compiler.compile(value)
-            right.append(sql)
-            params.extend(found)
+        left: list[str] = []
+        right: list[str] = []
+        params: list[Any] = []
+        for side, expressions in ((left, self.fields), (right, self.values)):
+            for expression in expressions:
+                sql, found = compiler.compile(expression)
+                side.append(sql)
+                params.extend(found)
         if len(left) == 1:
             return f"{left[0]} {self.operator} {right[0]}", params
         return f"({', '.join(left)}) {self.operator} ({', '.join(right)})", params

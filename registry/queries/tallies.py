@@ -86,7 +86,7 @@ def _figures_sql(count: int) -> str:
     def unless_big(figure: str) -> str:
         return f"CASE WHEN p.big THEN NULL ELSE ({figure}) END"
 
-    return (f"SELECT r.id, p.big, "
+    return ("SELECT r.id, p.big, "
             + unless_big(f"SELECT COUNT(*) FROM {tags} t WHERE t.repository_id = r.id") + ", "
             + unless_big(f"SELECT COUNT(*) FROM {manifests} m WHERE m.repository_id = r.id") + ", "
             + unless_big(f"SELECT SUM(b.size) FROM {links} l JOIN {table(Blob)} b ON b.id = l.blob_id "
