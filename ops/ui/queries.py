@@ -21,7 +21,7 @@ from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
 from registry.models import Blob, Manifest, ManifestReference, Tag
 from registry.names import is_valid_name, is_valid_tag
 from registry.policies.immutable import immutable_tags
-from registry.queries import byte_order, visible_names
+from registry.queries import byte_order, keyset, visible_names
 from registry.services.common import check_tag, get_repository, parse_digest
 from registry.services.exceptions import ManifestUnknown
 from registry.services.referrers import referrer_rows
@@ -169,7 +169,7 @@ SEARCH_COUNT = 10_000  # matches counted for a search, at most (each costs a loo
 
 
 def repositories(search: str, after: str = "", before: str = "", sort: str = "name", visible: Visible = EVERYTHING
-                 ) -> tuple[seek.Listing, list[RepositoryRow], datetime | None]:
+                 ) -> tuple[keyset.Listing, list[RepositoryRow], datetime | None]:
     """The page of the ``visible`` repositories with content after (or before) a row's cursor
     (ops.ui.seek), their rows, and when the total was counted (None: now; a search counts its
     matches, up to SEARCH_COUNT + 1). Raises seek.BadCursor for a cursor this list never made."""
@@ -184,15 +184,15 @@ def repositories(search: str, after: str = "", before: str = "", sort: str = "na
         totals = _totals(visible, within)
         count, counted_at = totals.data["repositories"], totals.counted_at
     if sort == "recent":  # repository_pushed_idx, newest first; then any never pushed
-        segments = [seek.Segment(query.filter(pushed_at__isnull=False).values_list("id", "name", "pushed_at", "id"),
+        segments = [keyset.Segment(query.filter(pushed_at__isnull=False).values_list("id", "name", "pushed_at", "id"),
                                  ("-pushed_at", "-id")),
-                    seek.Segment(query.filter(pushed_at__isnull=True).values_list("id", "name", "id"), ("-id",))]
+                    keyset.Segment(query.filter(pushed_at__isnull=True).values_list("id", "name", "id"), ("-id",))]
         cursor = seek.cursor_from(after, before, _pushed_cursor)
     else:
         named = query.alias(key=byte_order("name")).values_list("id", "name")
-        segments = [seek.Segment(named, ("key",))]
+        segments = [keyset.Segment(named, ("key",))]
         cursor = seek.cursor_from(after, before, _name_cursor(is_valid_name))
-    page = seek.listing(segments, cursor, PAGE_SIZE, count, _encode)
+    page = keyset.listing(segments, cursor, PAGE_SIZE, count, _encode)
     stats = _repository_stats([row[0] for row in page.rows])
     rows = [RepositoryRow(name, stats[pk]["tags"], stats[pk]["bytes"], stats[pk]["pushed"], stats[pk]["counted_at"])
             for pk, name, *_key in page.rows]
@@ -246,22 +246,22 @@ def repository(name: str) -> RepositoryInfo:
 
 
 def tags(repo: RepositoryInfo, after: str = "", before: str = "", sort: str = "recent"
-         ) -> tuple[seek.Listing, list[TagRow]]:
+         ) -> tuple[keyset.Listing, list[TagRow]]:
     """The page of the repository's tags after (or before) a row's cursor (ops.ui.seek), newest
     first or by name. Raises seek.BadCursor for a cursor this list never made."""
     columns = ("name", "updated_at", "manifest_id", "manifest__digest", "manifest__media_type",
                "manifest__artifact_type", "manifest__size", "manifest__last_pulled_at")
     # The page's rows in one statement, the index read from the cursor on and a manifest joined to
     # each of its rows (with OFFSET, the ids came first: the join then ran for every row skipped).
-    segment: seek.Segment
+    segment: keyset.Segment
     if sort == "name":  # uniq_tag (SQLite), tag_name_bytes (PostgreSQL)
         named = Tag.objects.filter(repository_id=repo.id).alias(key=byte_order("name")).values_list(*columns, "name")
-        segment = seek.Segment(named, ("key",))
+        segment = keyset.Segment(named, ("key",))
         cursor = seek.cursor_from(after, before, _name_cursor(is_valid_tag))
     else:
         segment = _recent_tags(repo.id, columns)
         cursor = seek.cursor_from(after, before, _moment_cursor)
-    page = seek.listing([segment], cursor, PAGE_SIZE, repo.tags, _encode)
+    page = keyset.listing([segment], cursor, PAGE_SIZE, repo.tags, _encode)
     listed = [row[:len(columns)] for row in page.rows]
     manifest_ids = {row[2] for row in listed}
     sizes = content_sizes(repo.id, manifest_ids)
@@ -275,7 +275,7 @@ def tags(repo: RepositoryInfo, after: str = "", before: str = "", sort: str = "r
     return page, rows
 
 
-def _recent_tags(repository_id: int, columns: tuple[str, ...]) -> seek.Segment:
+def _recent_tags(repository_id: int, columns: tuple[str, ...]) -> keyset.Segment:
     """A repository's tags newest first, read from tag_pushed_idx (repository, updated_at, id)."""
     tags = Tag.objects.values_list(*columns, "updated_at", "id")
     if connection.vendor == "postgresql":
@@ -283,11 +283,11 @@ def _recent_tags(repository_id: int, columns: tuple[str, ...]) -> seek.Segment:
         # tag_pushed_idx then gives the rows. With "repository_id = n" PostgreSQL drops that key
         # and may read tag_recent_idx, the newest tags of every repository, filtering out the
         # others' (issue 25: all 100,000 of them).
-        return seek.Segment(tags.filter(repository_id__gte=repository_id, repository_id__lte=repository_id),
+        return keyset.Segment(tags.filter(repository_id__gte=repository_id, repository_id__lte=repository_id),
                             ("-repository_id", "-updated_at", "-id"), fixed=(repository_id,))
     # SQLite starts at the cursor only from an equality on the repository and (updated_at, id);
     # from a range of repositories it reads them from the first.
-    return seek.Segment(tags.filter(repository_id=repository_id), ("-updated_at", "-id"))
+    return keyset.Segment(tags.filter(repository_id=repository_id), ("-updated_at", "-id"))
 
 
 def _moment_cursor(text: str) -> tuple[int, tuple[Any, ...]]:
