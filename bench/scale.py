@@ -144,8 +144,10 @@ def _api(client: Client, size: int, figures: Figures, ours: bool) -> None:
 
 def _ui(client: Client, figures: Figures) -> None:
     big = content.BIG
+    # Page 500 of the repositories by name, by its cursor: the 24,950th name ("scale/big" sorts first).
+    page_500 = content.small_repository(499 * 50 - 2)
     pages = {"ui_home": ["/ui/"], "ui_recent": ["/ui/repositories/?sort=recent"],
-             "ui_names": ["/ui/repositories/", "/ui/repositories/?page=500"], "ui_tags": [f"/ui/r/{big}/"],
+             "ui_names": ["/ui/repositories/", f"/ui/repositories/?after={page_500}"], "ui_tags": [f"/ui/r/{big}/"],
              "ui_manifest": [f"/ui/r/{big}/-/manifests/{content.big_tag(42)}"]}
     for path in [p for paths in pages.values() for p in paths]:
         client.call("GET", path, expect=(200, 404))  # the first view of a big registry counts its totals

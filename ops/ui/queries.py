@@ -8,19 +8,20 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from django.core.paginator import Page, Paginator
-from django.db.models import Max, OuterRef, Q, QuerySet, Subquery
+from django.db import connection
+from django.db.models import Max, OuterRef, Q, Subquery
 
-from ops.ui import tallies
+from ops.ui import seek, tallies
 from ops.ui.manifests import summarize
 from registry import queries as shared
 from registry.digests import is_digest_like
 from registry.media_types import IMAGE_CONFIG_TYPES, INDEX_TYPES
 from registry.models import Blob, Manifest, ManifestReference, Tag
+from registry.names import is_valid_name, is_valid_tag
 from registry.policies.immutable import immutable_tags
-from registry.queries import byte_order, visible_names
+from registry.queries import byte_order, keyset, visible_names
 from registry.services.common import check_tag, get_repository, parse_digest
 from registry.services.exceptions import ManifestUnknown
 from registry.services.referrers import referrer_rows
@@ -73,6 +74,7 @@ class RepositoryInfo:
     size: int
     last_push: datetime | None
     counted_at: datetime | None = None  # tags, manifests and size as counted then; None: now
+    untagged: int | None = None  # as counted then, when counted_at is (None: not counted yet)
 
 
 @dataclass(frozen=True)
@@ -163,21 +165,14 @@ def _totals(visible: Visible, within: Q | None) -> tallies.Figures:
     return tallies.figures(tallies.visible_key(visible), partial(shared.visible_totals, within), small)
 
 
-class _Counted(Paginator):
-    """A paginator told its count (a tally, or a count up to a bound) instead of counting."""
-
-    def __init__(self, object_list: Any, per_page: int, count: int) -> None:
-        super().__init__(object_list, per_page)
-        self.__dict__["count"] = count  # Paginator.count is a cached property
-
-
 SEARCH_COUNT = 10_000  # matches counted for a search, at most (each costs a look at a name)
 
 
-def repositories(search: str, page_number: Any, sort: str = "name", visible: Visible = EVERYTHING
-                 ) -> tuple[Page, list[RepositoryRow], datetime | None]:
-    """A page of the ``visible`` repositories with content, their rows, and when the total was
-    counted (None: now; a search counts its matches, up to SEARCH_COUNT + 1)."""
+def repositories(search: str, after: str = "", before: str = "", sort: str = "name", visible: Visible = EVERYTHING
+                 ) -> tuple[keyset.Listing, list[RepositoryRow], datetime | None]:
+    """The page of the ``visible`` repositories with content after (or before) a row's cursor
+    (ops.ui.seek), their rows, and when the total was counted (None: now; a search counts its
+    matches, up to SEARCH_COUNT + 1). Raises seek.BadCursor for a cursor this list never made."""
     query, counted_at = shared.with_content(), None
     within = visible_names(visible)
     if within is not None:
@@ -188,15 +183,47 @@ def repositories(search: str, page_number: Any, sort: str = "name", visible: Vis
     else:
         totals = _totals(visible, within)
         count, counted_at = totals.data["repositories"], totals.counted_at
-    if sort == "recent":
-        query = query.order_by("-pushed_at", "-id")  # repository_pushed_idx
+    if sort == "recent":  # repository_pushed_idx, newest first; then any never pushed
+        segments = [keyset.Segment(query.filter(pushed_at__isnull=False).values_list("id", "name", "pushed_at", "id"),
+                                 ("-pushed_at", "-id")),
+                    keyset.Segment(query.filter(pushed_at__isnull=True).values_list("id", "name", "id"), ("-id",))]
+        cursor = seek.cursor_from(after, before, _pushed_cursor)
     else:
-        query = query.alias(key=byte_order("name")).order_by("key")
-    page = _Counted(query.values_list("id", "name"), PAGE_SIZE, count).get_page(page_number)
-    stats = _repository_stats([row[0] for row in page.object_list])
+        named = query.alias(key=byte_order("name")).values_list("id", "name")
+        segments = [keyset.Segment(named, ("key",))]
+        cursor = seek.cursor_from(after, before, _name_cursor(is_valid_name))
+    page = keyset.listing(segments, cursor, PAGE_SIZE, count, _encode)
+    stats = _repository_stats([row[0] for row in page.rows])
     rows = [RepositoryRow(name, stats[pk]["tags"], stats[pk]["bytes"], stats[pk]["pushed"], stats[pk]["counted_at"])
-            for pk, name in page.object_list]
+            for pk, name, *_key in page.rows]
     return page, rows, counted_at
+
+
+NEVER = "none"  # the cursor's moment of a repository never pushed (sorted after the others)
+
+
+def _encode(segment: int, key: tuple[Any, ...]) -> str:
+    """A row's cursor: a name as itself; a moment and an id as "<microseconds>.<id>"."""
+    if len(key) == 1 and isinstance(key[0], str):
+        return key[0]
+    if segment == 1:
+        return f"{NEVER}.{key[0]}"
+    return f"{seek.moment_text(key[0])}.{key[1]}"
+
+
+def _pushed_cursor(text: str) -> tuple[int, tuple[Any, ...]]:
+    moment, _, pk = text.partition(".")
+    if moment == NEVER:
+        return 1, (seek.number_of(pk),)
+    return 0, (seek.moment_of(moment), seek.number_of(pk))
+
+
+def _name_cursor(valid: Callable[[str], bool]) -> Callable[[str], tuple[int, tuple[Any, ...]]]:
+    def parse(text: str) -> tuple[int, tuple[Any, ...]]:
+        if not valid(text):
+            raise seek.BadCursor(text)
+        return 0, (text,)
+    return parse
 
 
 def _repository_stats(ids: list[int]) -> dict[int, dict[str, Any]]:
@@ -215,27 +242,27 @@ def repository(name: str) -> RepositoryInfo:
     repo = get_repository(name)
     stats = _repository_stats([repo.id])[repo.id]
     return RepositoryInfo(repo.id, repo.name, repo.created_at, stats["tags"], stats["manifests"], stats["bytes"],
-                          stats["pushed"], stats["counted_at"])
+                          stats["pushed"], stats["counted_at"], stats.get("untagged"))
 
 
-def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[Page, list[TagRow]]:
-    query: QuerySet[Any]
-    if sort == "name":
-        query = Tag.objects.filter(repository_id=repo.id).alias(key=byte_order("name")).order_by("key")
-    else:
-        # The repository as a range, and in the order: only tag_pushed_idx then gives it. With
-        # "repository_id = n" PostgreSQL drops that key and may read tag_recent_idx, the newest
-        # tags of every repository, filtering out the others' (issue 25: all 100,000 of them).
-        query = (Tag.objects.filter(repository_id__gte=repo.id, repository_id__lte=repo.id)
-                 .order_by("-repository_id", "-updated_at", "-id"))
+def tags(repo: RepositoryInfo, after: str = "", before: str = "", sort: str = "recent"
+         ) -> tuple[keyset.Listing, list[TagRow]]:
+    """The page of the repository's tags after (or before) a row's cursor (ops.ui.seek), newest
+    first or by name. Raises seek.BadCursor for a cursor this list never made."""
     columns = ("name", "updated_at", "manifest_id", "manifest__digest", "manifest__media_type",
                "manifest__artifact_type", "manifest__size", "manifest__last_pulled_at")
-    # The page's tags by their ids alone, then their rows: a later page skips its OFFSET in the
-    # index, not through a join with every manifest before it (PostgreSQL: 360 ms for page 1,000 of
-    # 100,000 tags, joined row by row).
-    page = _Counted(query.values_list("id", flat=True), PAGE_SIZE, repo.tags).get_page(page_number)
-    found = {row[0]: row[1:] for row in Tag.objects.filter(id__in=list(page.object_list)).values_list("id", *columns)}
-    listed = [found[pk] for pk in page.object_list if pk in found]
+    # The page's rows in one statement, the index read from the cursor on and a manifest joined to
+    # each of its rows (with OFFSET, the ids came first: the join then ran for every row skipped).
+    segment: keyset.Segment
+    if sort == "name":  # uniq_tag (SQLite), tag_name_bytes (PostgreSQL)
+        named = Tag.objects.filter(repository_id=repo.id).alias(key=byte_order("name")).values_list(*columns, "name")
+        segment = keyset.Segment(named, ("key",))
+        cursor = seek.cursor_from(after, before, _name_cursor(is_valid_tag))
+    else:
+        segment = _recent_tags(repo.id, columns)
+        cursor = seek.cursor_from(after, before, _moment_cursor)
+    page = keyset.listing([segment], cursor, PAGE_SIZE, repo.tags, _encode)
+    listed = [row[:len(columns)] for row in page.rows]
     manifest_ids = {row[2] for row in listed}
     sizes = content_sizes(repo.id, manifest_ids)
     platforms = _platforms(manifest_ids)
@@ -246,6 +273,26 @@ def tags(repo: RepositoryInfo, page_number: Any, sort: str = "recent") -> tuple[
         for name, pushed, mid, digest, media_type, kind, size, pulled in listed
     ]
     return page, rows
+
+
+def _recent_tags(repository_id: int, columns: tuple[str, ...]) -> keyset.Segment:
+    """A repository's tags newest first, read from tag_pushed_idx (repository, updated_at, id)."""
+    tags = Tag.objects.values_list(*columns, "updated_at", "id")
+    if connection.vendor == "postgresql":
+        # The repository as a range, in the order, and in the cursor's comparison: only
+        # tag_pushed_idx then gives the rows. With "repository_id = n" PostgreSQL drops that key
+        # and may read tag_recent_idx, the newest tags of every repository, filtering out the
+        # others' (issue 25: all 100,000 of them).
+        return keyset.Segment(tags.filter(repository_id__gte=repository_id, repository_id__lte=repository_id),
+                            ("-repository_id", "-updated_at", "-id"), fixed=(repository_id,))
+    # SQLite starts at the cursor only from an equality on the repository and (updated_at, id);
+    # from a range of repositories it reads them from the first.
+    return keyset.Segment(tags.filter(repository_id=repository_id), ("-updated_at", "-id"))
+
+
+def _moment_cursor(text: str) -> tuple[int, tuple[Any, ...]]:
+    moment, _, pk = text.partition(".")
+    return 0, (seek.moment_of(moment), seek.number_of(pk))
 
 
 def _references(manifest_ids: Iterable[int]) -> tuple[dict[int, set[str]], dict[int, set[str]]]:
@@ -292,10 +339,12 @@ def _platforms(manifest_ids: Iterable[int]) -> dict[int, list[str]]:
 UNTAGGED_SCAN = 5_000  # a repository's newest manifests the untagged list looks among
 
 
-def untagged(repo: RepositoryInfo) -> tuple[int, bool, list[UntaggedRow]]:
-    """Manifests no tag points to (index children, referrers, images whose tag moved on), newest
-    first, among the repository's UNTAGGED_SCAN newest: (how many there are, whether that counted
-    every manifest of the repository, the newest UNTAGGED_LIMIT of them)."""
+def untagged(repo: RepositoryInfo) -> tuple[int | None, list[UntaggedRow]]:
+    """Manifests no tag points to (index children, referrers, images whose tag moved on): how many
+    there are (as last counted for a big repository, whose count is a look at every manifest: None
+    when never counted), and the newest UNTAGGED_LIMIT of them among the repository's
+    UNTAGGED_SCAN newest manifests."""
+    total = repo.untagged if repo.counted_at is not None else shared.untagged_count(repo.id)
     newest = Manifest.objects.filter(repository_id=repo.id).order_by("-created_at", "-id")  # manifest_pushed_idx
     # A tag looked up for each manifest of the window: as NOT EXISTS, PostgreSQL hashed every tag of
     # the registry to join them.
@@ -306,7 +355,6 @@ def untagged(repo: RepositoryInfo) -> tuple[int, bool, list[UntaggedRow]]:
     oldest = newest.values_list("created_at", "id")[UNTAGGED_SCAN - 1:UNTAGGED_SCAN]
     for created, pk in oldest:
         query = query.filter(Q(created_at__gt=created) | Q(created_at=created, id__gte=pk), created_at__gte=created)
-    total = query.count()
     rows = list(
         query.values_list(
             "id", "digest", "media_type", "artifact_type", "subject_digest", "size", "created_at", "last_pulled_at"
@@ -314,7 +362,7 @@ def untagged(repo: RepositoryInfo) -> tuple[int, bool, list[UntaggedRow]]:
     )
     children = {child for child, _parent in shared.index_parents(repo.id, [row[1] for row in rows])}
     sizes = content_sizes(repo.id, [row[0] for row in rows])
-    return total, repo.manifests <= UNTAGGED_SCAN, [
+    return total, [
         UntaggedRow(digest, media_type, artifact_type(kind), subject, sizes.get(pk) or size, created,
                     digest in children, pulled)
         for pk, digest, media_type, kind, subject, size, created, pulled in rows

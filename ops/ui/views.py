@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from audit import log as audit
-from ops.ui import policies, queries
+from ops.ui import policies, queries, seek
 from ops.ui.access import UiRequest, error_page, not_found, page, ui_view
 from ops.ui.configs import read_config
 from ops.ui.format import mirror_of
@@ -67,12 +67,35 @@ def home(request: UiRequest) -> HttpResponse:
                                        "quotas": policies.all_quotas() if visible.everything else []})
 
 
+def _numbered(request: HttpRequest) -> HttpResponse | None:
+    """A link of the numbered pages before keyset pages (``?page=N``): the list from its start.
+    Page N of a list that moves with every push was never a stable address; a cursor is."""
+    if "page" not in request.GET:
+        return None
+    kept = request.GET.copy()
+    del kept["page"]
+    return HttpResponseRedirect(f"{request.path}?{kept.urlencode()}" if kept else request.path)
+
+
+def _bad_cursor(request: UiRequest) -> HttpResponse:
+    return error_page(request, 400, "This page link is not valid",
+                      "The link's place in the list (after= or before=) was not made by this list: it may "
+                      "have been cut short or edited. Open the list from its first page.")
+
+
 @ui_view("GET")
 def repository_list(request: UiRequest) -> HttpResponse:
+    numbered = _numbered(request)
+    if numbered is not None:
+        return numbered
     search = request.GET.get("q", "").strip()[:255]
     sort = _choice(request, "sort", ("name", "recent"))
-    listing, rows, counted_at = queries.repositories(search, request.GET.get("page"), sort, request.viewer.visible)
-    more = queries.SEARCH_COUNT if search and listing.paginator.count > queries.SEARCH_COUNT else 0
+    try:
+        listing, rows, counted_at = queries.repositories(search, request.GET.get("after", ""),
+                                                         request.GET.get("before", ""), sort, request.viewer.visible)
+    except seek.BadCursor:
+        return _bad_cursor(request)
+    more = queries.SEARCH_COUNT if search and listing.total > queries.SEARCH_COUNT else 0
     return page(request, "repositories.html", {
         "nav": "repositories", "page": listing, "rows": rows, "q": search, "sort": sort, "more": more,
         "counted_at": counted_at,
@@ -83,17 +106,23 @@ def repository_list(request: UiRequest) -> HttpResponse:
 @ui_view("GET")
 def repository_detail(request: UiRequest, name: str) -> HttpResponse:
     _readable(request, name)
+    numbered = _numbered(request)
+    if numbered is not None:
+        return numbered
     info = queries.repository(name)
     sort = _choice(request, "sort", ("recent", "name"))
-    listing, tags = queries.tags(info, request.GET.get("page"), sort)
-    untagged_total, untagged_all, untagged = queries.untagged(info) if listing.number == 1 else (0, True, [])
+    try:
+        listing, tags = queries.tags(info, request.GET.get("after", ""), request.GET.get("before", ""), sort)
+    except seek.BadCursor:
+        return _bad_cursor(request)
+    untagged_total, untagged = queries.untagged(info) if listing.first else (0, [])
     # One reversal for the page, not three for each of its up to 150 rows: a tag or a digest needs
     # no quoting in a path, and reversing was a third of the page's time.
     manifests = reverse("ui:manifest", args=[info.name, "-"])[:-1]
     return page(request, "repository.html", {
         "nav": "repositories", "repo": info, "page": listing, "tags": tags, "sort": sort, "manifests": manifests,
-        "untagged_total": untagged_total, "untagged_all": untagged_all, "untagged": untagged,
-        "untagged_scan": queries.UNTAGGED_SCAN,
+        "untagged_total": untagged_total, "untagged": untagged, "untagged_scan": queries.UNTAGGED_SCAN,
+        "untagged_limit": queries.UNTAGGED_LIMIT,
         "deleted": _deleted(request, _deleted_reference), "rules": policies.for_repository(info.name),
         "mirror": _mirror(name, info.id), "may_delete": request.viewer.may_delete(name),
     })

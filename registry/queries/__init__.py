@@ -144,6 +144,7 @@ from registry.queries.tallies import (
     repository_figures,
     repository_totals,
     store_tally,
+    untagged_count,
     visible_totals,
 )
 from registry.queries.tags import (
@@ -220,7 +221,7 @@ __all__ = [
     # tallies
     "BIG_REPOSITORY", "biggest_table_rows", "claim_tally", "read_tally", "registry_totals", "release_tally",
     "repositories_matching", "repository_figures", "repository_totals", "store_tally",
-    "visible_totals",
+    "untagged_count", "visible_totals",
     # tags
     "TagRow", "delete_tag", "delete_tags_by_id", "insert_tags_if_absent", "point_tags", "tag_names", "tag_rows",
     "tag_digests", "tag_targets", "tags_for_removal", "tags_of", "tags_of_digest", "tags_reaching",

@@ -9,6 +9,7 @@ writes to meanwhile.
 """
 from __future__ import annotations
 
+from datetime import datetime
 from itertools import islice
 from typing import Any, Iterable, Sequence
 
@@ -16,7 +17,7 @@ from django.core.management.color import no_style
 from django.db import connection, models
 
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
-from registry.queries._sql import fetch_one, marks, table
+from registry.queries._sql import fetch_one, marks, moment, table
 
 BATCH = 10_000  # rows per executemany on SQLite
 TABLES: tuple[type[models.Model], ...] = (Repository, Blob, BlobLink, Manifest, ManifestReference, Tag)
@@ -34,7 +35,10 @@ def load(model: type[models.Model], columns: Sequence[str], rows: Iterable[Seque
     if connection.vendor == "postgresql":
         return _copy(f"COPY {table(model)} ({names}) FROM STDIN", rows)
     sql = f"INSERT INTO {table(model)} ({names}) VALUES ({marks(len(columns))})"
-    count, source = 0, iter(rows)
+    # Moments as the ORM writes them: sqlite3's own adapter adds "+00:00", and SQLite compares
+    # moments as text, so a loaded row and a cursor or bound written by the ORM at the same moment
+    # would not compare equal.
+    count, source = 0, (tuple(moment(v) if isinstance(v, datetime) else v for v in row) for row in rows)
     with connection.cursor() as cursor:
         while batch := list(islice(source, BATCH)):
             cursor.executemany(sql, batch)
