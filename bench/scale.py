@@ -238,16 +238,35 @@ class _Pulls:
         return cuts[49], cuts[98]
 
 
+def load(server: RegistryServer, size: int) -> float:
+    """The scale content of ``size`` into ``server``'s database and storage: the seconds it took."""
+    loaded = _scale_cli(server, "load", "--size", str(size), "--untagged-every", str(UNTAGGED_EVERY),
+                        "--orphans", str(size // 100), "--referrers", str(REFERRERS))
+    seconds: float = loaded["seconds"]
+    return seconds
+
+
+def collect_dry(server: RegistryServer) -> float:
+    seconds: float = _scale_cli(server, "collect", "--delete-untagged", "--dry-run")["seconds"]
+    return seconds
+
+
+def collect_with_pulls(server: RegistryServer, size: int) -> tuple[float, float, float]:
+    """A deleting ``--delete-untagged`` collection while manifest GETs run one after another: its
+    seconds, and the GETs' p50 and p99 in ms."""
+    with _Pulls(server, size) as pulls:
+        seconds: float = _scale_cli(server, "collect", "--delete-untagged")["seconds"]
+    return (seconds, *pulls.percentiles())
+
+
 def measure_ours(size: int, workdir: Path, database_url: str | None, log: Callable[[str], None]) -> Figures:
     figures = Figures()
     env = {"SVC_DATABASE_URL": database_url} if database_url else {}
     server = RegistryServer(workdir, env_overrides=env, workers=DEFAULTS["server"]["workers"])
     server.start(timeout=120)
     try:
-        loaded = _scale_cli(server, "load", "--size", str(size), "--untagged-every", str(UNTAGGED_EVERY),
-                            "--orphans", str(size // 100), "--referrers", str(REFERRERS))
-        figures.set("load", loaded["seconds"])
-        log(f"loaded {loaded['images']} images in {loaded['seconds']:.0f} s")
+        figures.set("load", load(server, size))
+        log(f"loaded {shape(size).images:,} images in {figures.numbers['load']:.0f} s")
         _verify(server, workdir)
         log("scrub and skopeo pull: whole")
         client = Client(Endpoint("ours", "127.0.0.1", server.port), timeout=WALK_BUDGET + 60)
@@ -257,10 +276,10 @@ def measure_ours(size: int, workdir: Path, database_url: str | None, log: Callab
         client.close()
         log("requests measured")
         figures.set("retention", _retention_growth(server))
-        figures.set("gc_dry", _scale_cli(server, "collect", "--delete-untagged", "--dry-run")["seconds"])
-        with _Pulls(server, size) as pulls:
-            figures.set("gc", _scale_cli(server, "collect", "--delete-untagged")["seconds"])
-        figures.set("gc_pulls", *pulls.percentiles())
+        figures.set("gc_dry", collect_dry(server))
+        seconds, p50, p99 = collect_with_pulls(server, size)
+        figures.set("gc", seconds)
+        figures.set("gc_pulls", p50, p99)
     finally:
         server.stop()
     return figures

@@ -1,0 +1,117 @@
+"""Garbage collection against the size of the registry (issue 25's must-show 3): the scale content
+(bench/scale.py) at each size, in ours on SQLite and on PostgreSQL, then a ``--delete-untagged``
+collection dry and real, the real one while manifest GETs run; sizes alternate round by round so
+the machine's load falls on each alike.
+
+    .venv/bin/python -m bench.gc_scale                          # 10,000 and 100,000, both databases
+    .venv/bin/python -m bench.gc_scale --sizes 1000,10000 --databases sqlite --rounds 2
+
+Each collection examines every manifest and blob of the registry and removes about size/10 untagged
+images and size/100 unreferenced blobs with their files, so ten times the size is ten times the
+work: the table gives each size's seconds and, per database, the ratio of the largest size to the
+smallest (the issue asks for at most 10 from 10,000 to 100,000) with the GETs' p99 (under 250 ms).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import report, scale
+from regsite.config import DEFAULTS
+from tests.support.server import RegistryServer
+
+OUT = Path(__file__).resolve().parent / "out"
+LABELS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+
+@dataclass(frozen=True)
+class Run:
+    database: str
+    size: int
+    load: float
+    dry: float
+    collect: float
+    p50: float
+    p99: float
+
+
+def measure(database: str, size: int, workdir: Path, database_url: str | None) -> Run:
+    server = RegistryServer(workdir, env_overrides={"SVC_DATABASE_URL": database_url} if database_url else {},
+                            workers=DEFAULTS["server"]["workers"])
+    server.start(timeout=120)
+    try:
+        loaded = scale.load(server, size)
+        dry = scale.collect_dry(server)
+        seconds, p50, p99 = scale.collect_with_pulls(server, size)
+    finally:
+        server.stop()
+    return Run(database, size, loaded, dry, seconds, p50, p99)
+
+
+def table(runs: list[Run]) -> str:
+    lines = ["| database | images | load (s) | dry run (s) | collection (s) | GETs during it, p50 / p99 (ms) |",
+             "|---|---|---|---|---|---|"]
+    for run in sorted(runs, key=lambda r: (r.database, r.size)):
+        images = scale.shape(run.size).images
+        lines.append(f"| {LABELS[run.database]} | {images:,} | {run.load:.1f} | {run.dry:.2f} | {run.collect:.2f} "
+                     f"| {run.p50:.1f} / {run.p99:.1f} |")
+    lines += ["", "| database | sizes | dry run, largest / smallest | collection, largest / smallest "
+              "| worst p99 (ms) |", "|---|---|---|---|---|"]
+    for database in dict.fromkeys(run.database for run in runs):
+        mine = [run for run in runs if run.database == database]
+        small, big = min(run.size for run in mine), max(run.size for run in mine)
+        lines.append(f"| {LABELS[database]} | {small:,} -> {big:,} | {_ratio(mine, 'dry', big, small):.1f} "
+                     f"| {_ratio(mine, 'collect', big, small):.1f} | {max(r.p99 for r in mine):.1f} |")
+    return "\n".join(lines)
+
+
+def _ratio(runs: list[Run], figure: str, big: int, small: int) -> float:
+    """The median of ``figure`` at ``big`` over its median at ``small``."""
+    def median(size: int) -> float:
+        return statistics.median(getattr(run, figure) for run in runs if run.size == size)
+
+    return median(big) / median(small)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.gc_scale", description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated scale sizes (bench/scale.py)")
+    parser.add_argument("--databases", default="sqlite,postgres")
+    parser.add_argument("--rounds", type=int, default=1, help="each size this many times, alternated")
+    args = parser.parse_args(argv)
+    from tests.support.postgres import start_postgres
+
+    sizes = [int(size) for size in args.sizes.split(",")]
+    databases = args.databases.split(",")
+    scratch = Path(tempfile.mkdtemp(prefix="registry-bench-gc-"))
+    cluster = start_postgres() if "postgres" in databases else None
+    runs: list[Run] = []
+    try:
+        for round_number in range(args.rounds):
+            for database in databases:
+                for size in sizes if round_number % 2 == 0 else sizes[::-1]:
+                    url = cluster.new_database() if database == "postgres" and cluster else None
+                    workdir = scratch / f"{database}-{size}-{round_number}"
+                    runs.append(measure(database, size, workdir, url))
+                    shutil.rmtree(workdir, ignore_errors=True)
+                    print(f"  {LABELS[database]} {size:,}: {runs[-1]}", flush=True)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+            shutil.rmtree(cluster.workdir, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    markdown = table(runs)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "gc-scale.md").write_text(f"{markdown}\n\nmachine: {json.dumps(report.machine())}\n")
+    print(f"\n{markdown}\n\nwritten to {OUT / 'gc-scale.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
