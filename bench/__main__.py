@@ -249,6 +249,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--scale-databases", default="sqlite,postgres", help="ours on which databases")
     parser.add_argument("--scale-reference-size", type=int, default=None,
                         help="the CNCF registry's size (default: the same, at most 100000; 0: leave it out)")
+    parser.add_argument("--scale-no-scrub", action="store_true",
+                        help="the scale workload skips manage.py scrub after loading (the skopeo pulls still run)")
     parser.add_argument("--access-rules", action="store_true",
                         help=f"the auth workloads' server with {access.RULES} [[access]] rules and {access.GROUPS} "
                              "groups (bench/access.py)")
@@ -271,7 +273,8 @@ def run_scale(args: argparse.Namespace) -> None:
         OUT_DIR.mkdir(parents=True, exist_ok=True)
         partial = OUT_DIR / f"scale-{args.scale_size}.partial.md"
         markdown, figures = scale.run(args.scale_size, args.scale_databases.split(","), reference, scratch,
-                                      lambda line: print(f"  {line}", flush=True), partial.write_text)
+                                      lambda line: print(f"  {line}", flush=True), partial.write_text,
+                                      not args.scale_no_scrub)
     finally:
         if args.keep:
             print(f"data kept in {scratch}")

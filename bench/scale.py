@@ -183,11 +183,11 @@ def _retention_growth(server: RegistryServer) -> float:
     return _peak_rss_mib([*manage, "retention", "--dry-run"], env) - baseline
 
 
-def _verify(server: RegistryServer, scratch: Path) -> None:
+def _verify(server: RegistryServer, scratch: Path, scrub: bool) -> None:
     """scrub finds every blob whole; skopeo pulls an image of the big repository and of a small one."""
     scrubbed = subprocess.run([str(VENV_BIN / "python"), str(REPO / "manage.py"), "scrub"], cwd=REPO,
-                              env=server.env(), capture_output=True, text=True)  # minutes at a million blobs
-    if scrubbed.returncode != 0:
+                              env=server.env(), capture_output=True, text=True) if scrub else None
+    if scrubbed is not None and scrubbed.returncode != 0:
         raise RuntimeError(f"scrub found problems after loading: {scrubbed.stdout[-2000:]}{scrubbed.stderr[-2000:]}")
     for reference in (f"{content.BIG}:{content.big_tag(0)}", f"{content.small_repository(0)}:latest"):
         out = scratch / f"pulled-{reference.replace('/', '_').replace(':', '_')}"
@@ -259,7 +259,8 @@ def collect_with_pulls(server: RegistryServer, size: int) -> tuple[float, float,
     return (seconds, *pulls.percentiles())
 
 
-def measure_ours(size: int, workdir: Path, database_url: str | None, log: Callable[[str], None]) -> Figures:
+def measure_ours(size: int, workdir: Path, database_url: str | None, log: Callable[[str], None],
+                 scrub: bool = True) -> Figures:
     figures = Figures()
     env = {"SVC_DATABASE_URL": database_url} if database_url else {}
     server = RegistryServer(workdir, env_overrides=env, workers=DEFAULTS["server"]["workers"])
@@ -267,8 +268,8 @@ def measure_ours(size: int, workdir: Path, database_url: str | None, log: Callab
     try:
         figures.set("load", load(server, size))
         log(f"loaded {shape(size).images:,} images in {figures.numbers['load']:.0f} s")
-        _verify(server, workdir)
-        log("scrub and skopeo pull: whole")
+        _verify(server, workdir, scrub)
+        log("scrub and skopeo pull: whole" if scrub else "skopeo pull: whole (no scrub)")
         client = Client(Endpoint("ours", "127.0.0.1", server.port), timeout=WALK_BUDGET + 60)
         _api(client, size, figures, ours=True)
         _ui(client, figures)
@@ -326,9 +327,11 @@ def table(size: int, columns: dict[str, Figures]) -> str:
 
 
 def run(size: int, databases: list[str], reference_size: int, scratch: Path, log: Callable[[str], None],
-        partial: Callable[[str], None] = lambda _table: None) -> tuple[str, dict[str, dict[str, float]]]:
+        partial: Callable[[str], None] = lambda _table: None,
+        scrub: bool = True) -> tuple[str, dict[str, dict[str, float]]]:
     """Every side at ``size``: the issue's table (Markdown) and the figures by side and measure;
-    ``partial`` gets the table after each side (a run of hours may stop half way)."""
+    ``partial`` gets the table after each side (a run of hours may stop half way); without
+    ``scrub`` the loaded blobs are not re-hashed (25 minutes at a million on this machine's disk)."""
     from tests.support.postgres import start_postgres
 
     columns: dict[str, Figures] = {}
@@ -338,7 +341,8 @@ def run(size: int, databases: list[str], reference_size: int, scratch: Path, log
             label = {"sqlite": "SQLite", "postgres": "PostgreSQL"}[database]
             url = cluster.new_database() if database == "postgres" and cluster else None
             log(f"scale {size:,}: ours on {label}")
-            columns[label] = measure_ours(size, scratch / f"ours-{database}", url, lambda line: log(f"  {line}"))
+            columns[label] = measure_ours(size, scratch / f"ours-{database}", url, lambda line: log(f"  {line}"),
+                                          scrub)
             shutil.rmtree(scratch / f"ours-{database}", ignore_errors=True)
             partial(table(size, columns))
     finally:
