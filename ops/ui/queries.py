@@ -392,12 +392,10 @@ def referrers(info: ManifestInfo) -> list[Referrer]:
 
 
 def parents(info: ManifestInfo) -> list[str]:
-    """Digests of the indexes in this repository that list this manifest."""
-    return list(
-        ManifestReference.objects.filter(
-            manifest__repository_id=info.repository_id, kind=ManifestReference.MANIFEST, digest=info.digest
-        ).values_list("manifest__digest", flat=True)[:50]
-    )
+    """Digests of the indexes in this repository that list this manifest (at most 50), found from
+    the manifest's digest: from the repository's manifests, SQLite read all of a big one's when
+    most repositories are tiny (issue 25: 485 ms a page at a million)."""
+    return sorted(node.digest for _child, node in shared.index_parents(info.repository_id, [info.digest]))[:50]
 
 
 def last_pulled(repository_id: int) -> datetime | None:
