@@ -213,9 +213,7 @@ def _encode(segment: int, key: tuple[Any, ...]) -> str:
 
 def _pushed_cursor(text: str) -> tuple[int, tuple[Any, ...]]:
     moment, _, pk = text.partition(".")
-    if moment == NEVER:
-        return 1, (seek.number_of(pk),)
-    return 0, (seek.moment_of(moment), seek.number_of(pk))
+    return (1, (seek.number_of(pk),)) if moment == NEVER else _moment_cursor(text)
 
 
 def _name_cursor(valid: Callable[[str], bool]) -> Callable[[str], tuple[int, tuple[Any, ...]]]:

@@ -112,16 +112,16 @@ def _read(segment: Segment, key: tuple[Any, ...] | None, backwards: bool, limit:
 def listing(segments: Sequence[Segment], cursor: Cursor | None, size: int, total: int, encode: Encode) -> Listing:
     """The page of ``size`` rows that ``cursor`` points at (None: the first page)."""
     if cursor is None:
-        rows, more = _forward(segments, 0, None, size)
+        rows, more = _gather(segments, 0, None, size)
         return _page(segments, rows, total, encode, first=True, last=not more)
     if cursor.backwards:
-        rows, more = _backward(segments, cursor.segment, cursor.key, size)
+        rows, more = _gather(segments, cursor.segment, cursor.key, size, backwards=True)
         if not more:  # the start of the list: its first page, filled up
             return listing(segments, None, size, total, encode)
         return _page(segments, rows, total, encode, first=False, last=False)
-    rows, more = _forward(segments, cursor.segment, cursor.key, size)
+    rows, more = _gather(segments, cursor.segment, cursor.key, size)
     if not rows:  # past the end (the rows after it were deleted): the last page
-        rows, more = _backward(segments, len(segments) - 1, None, size)
+        rows, more = _gather(segments, len(segments) - 1, None, size, backwards=True)
         return _page(segments, rows, total, encode, first=not more, last=True)
     return _page(segments, rows, total, encode, first=False, last=not more)
 
@@ -129,24 +129,18 @@ def listing(segments: Sequence[Segment], cursor: Cursor | None, size: int, total
 Found = list[tuple[int, Any]]  # (segment number, row)
 
 
-def _forward(segments: Sequence[Segment], start: int, key: tuple[Any, ...] | None, size: int) -> tuple[Found, bool]:
+def _gather(segments: Sequence[Segment], start: int, key: tuple[Any, ...] | None, size: int,
+            backwards: bool = False) -> tuple[Found, bool]:
+    """Up to ``size`` rows from ``key`` in segment ``start`` on, through the segments after it (or
+    before it, ``backwards``), in the list's order; and whether more follow."""
     found: Found = []
-    for number in range(start, len(segments)):
-        rows = _read(segments[number], key if number == start else None, False, size + 1 - len(found))
+    for number in (range(start, -1, -1) if backwards else range(start, len(segments))):
+        rows = _read(segments[number], key if number == start else None, backwards, size + 1 - len(found))
         found += [(number, row) for row in rows]
         if len(found) > size:
             break
-    return found[:size], len(found) > size
-
-
-def _backward(segments: Sequence[Segment], start: int, key: tuple[Any, ...] | None, size: int) -> tuple[Found, bool]:
-    found: Found = []
-    for number in range(start, -1, -1):
-        rows = _read(segments[number], key if number == start else None, True, size + 1 - len(found))
-        found += [(number, row) for row in rows]
-        if len(found) > size:
-            break
-    return list(reversed(found[:size])), len(found) > size
+    page = found[:size]
+    return (page[::-1] if backwards else page), len(found) > size
 
 
 def _page(segments: Sequence[Segment], found: Found, total: int, encode: Encode, first: bool, last: bool) -> Listing:
