@@ -28,6 +28,10 @@ from tests.support.server import RegistryServer
 MiB = 1024 * 1024
 LARGE = 6 * MiB  # above S3's 5 MiB part minimum: stored as a part of a multipart upload
 STEP_DEADLINE = 120.0  # the longest one step keeps being retried on 503s
+DELETE_EVERY = 4  # a client deletes one of its images after every fourth push
+# How long the load may go on after the fault, until it has shown what the checks need (a loaded
+# machine pushes only a few images while the fault runs, and may not have deleted one yet).
+EXERCISE_DEADLINE = 90.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,11 @@ class Ledger:
     # Deletes sent without a 202 (a 503 may answer a delete that went through): either way is right.
     delete_sent: set[tuple[str, str]] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def exercised(self, clients: int) -> bool:
+        """Whether the load did enough to check: more images than clients, and a delete."""
+        with self.lock:
+            return len(self.manifests) > clients and bool(self.deleted)
 
 
 @dataclass
@@ -195,7 +204,7 @@ class LoadClient(threading.Thread):
             while not self.stop.is_set():
                 self.push_image(serial)
                 self.pull_one()
-                if serial % 7 == 6:
+                if serial % DELETE_EVERY == DELETE_EVERY - 1:
                     self.delete_one()
                 serial += 1
         except Unavailable as exc:
@@ -235,13 +244,18 @@ def verify(host: str, ledger: Ledger) -> list[str]:
 
 
 def run_load(host: str, clients: int, during: Callable[[], None]) -> tuple[Ledger, Outcomes, list[str]]:
-    """``clients`` clients push and pull through ``host`` while ``during()`` runs (the fault)."""
+    """``clients`` clients push, pull and delete through ``host`` while ``during()`` runs (the
+    fault), then until the ledger holds enough to check (``Ledger.exercised``), within
+    EXERCISE_DEADLINE."""
     ledger, outcomes, problems, stop = Ledger(), Outcomes(), [], threading.Event()
     threads = [LoadClient(n, host, ledger, outcomes, stop, problems) for n in range(clients)]
     for thread in threads:
         thread.start()
     try:
         during()
+        deadline = time.monotonic() + EXERCISE_DEADLINE
+        while not ledger.exercised(clients) and time.monotonic() < deadline and not problems:
+            time.sleep(0.2)
     finally:
         stop.set()
         for thread in threads:
