@@ -1,6 +1,7 @@
 """Shared fixtures. Unit tests use the Django test client over an isolated storage root."""
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from datetime import timedelta
@@ -16,6 +17,7 @@ os.environ.setdefault("SVC_AUTH_TOKEN_STORAGE", str(_SCRATCH / "tokens"))
 os.environ.setdefault("SVC_SERVER_SECRET_KEY_FILE", str(_SCRATCH / "secret_key"))
 os.environ.setdefault("SVC_AUTH_HTPASSWD_FILE", str(_SCRATCH / "users.htpasswd"))
 
+import botocore.session  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings as hypothesis_settings  # noqa: E402
 
@@ -34,6 +36,12 @@ from tests.support.parallel import (  # noqa: E402, F401  (hooks)
 hypothesis_settings.register_profile("suite", deadline=timedelta(seconds=2), derandomize=True,
                                      suppress_health_check=[HealthCheck.too_slow])
 hypothesis_settings.load_profile("suite")
+
+# Every S3Driver opens a boto3 session, and each session read and parsed botocore's data files again
+# (endpoints.json and the S3 model: 0.2 to 0.4 s of CPU a driver, two drivers a test on moto). One
+# loader for the test process: the files do not change, and a session already shares its loader's
+# parsed data between its clients.
+botocore.session.create_loader = functools.lru_cache(maxsize=None)(botocore.session.create_loader)
 
 
 @pytest.fixture(scope="session")
