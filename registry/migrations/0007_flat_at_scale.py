@@ -16,14 +16,14 @@ from typing import Any
 
 from django.db import migrations, models
 
-from registry.migrations._operations import AddByteOrderIndex, AddIndexConcurrently, DropForeignKeyIndex
+from registry.migrations._operations import AddByteOrderIndex, AddIndexConcurrently, DropColumnIndex
 
 
 def _without_own_index(model_name: str, related_name: str) -> migrations.SeparateDatabaseAndState:
     field: models.ForeignKey[Any, Any] = models.ForeignKey(on_delete=models.deletion.CASCADE, related_name=related_name,
                               to='registry.repository', db_index=False)
     return migrations.SeparateDatabaseAndState(
-        database_operations=[DropForeignKeyIndex(model_name, 'repository')],
+        database_operations=[DropColumnIndex(model_name, 'repository')],
         state_operations=[migrations.AlterField(model_name=model_name, name='repository', field=field)],
     )
 

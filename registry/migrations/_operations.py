@@ -111,11 +111,12 @@ class AddByteOrderIndex(Operation):
         return f"Create index {self.name} on {self.model_name} ({', '.join(self.columns)}) in byte order"
 
 
-class DropForeignKeyIndex(Operation):
-    """Drop the single-column index Django made for a foreign key that a composite unique
-    constraint starting with the same column covers already. Beside it the planner would pick the
-    narrow index for a tiny repository's rows and then, for a big one, filter every row.
-    The model says ``db_index=False`` (a state operation beside this one)."""
+class DropColumnIndex(Operation):
+    """Drop the single-column index Django made for a field (``db_index``, or a foreign key's)
+    that a composite index starting with the same column covers already. Beside a composite
+    unique constraint on (repository, ...) the planner picked the narrow one for a tiny
+    repository's rows and then, for a big one, filtered every row; beside a wider index it is
+    only one more to write. The model says ``db_index=False`` (a state operation beside this one)."""
 
     reversible = True
 

@@ -6,8 +6,9 @@ blob is shared (registry.services.gc, registry.services.reachability).
   reference are gathered once (a materialised set), and each link of the range is looked up in
   it. Looking each link up from its digest instead reads every reference to a shared base layer
   (a million, in a million repositories) once per page.
-- Blob rows are examined a range of ids at a time, each checked for any reference by an index
-  probe that stops at the first.
+- Blob rows are examined a range of digests at a time, each checked for any reference by a probe
+  of the references' digest index that stops at the first; in digest order, the probes of a range
+  read neighbouring pages of that index.
 - Manifests are examined a repository at a time (registry.queries.graph), and only in the
   repositories one statement per page of repositories found untagged manifests in.
 - A dry run deletes nothing, yet must not count a reference held by a manifest it would delete:
@@ -216,35 +217,58 @@ class UnusedBlob(NamedTuple):
     size: int
 
 
-def blob_ranges(batch: int) -> Iterator[tuple[int, int]]:
-    """Ranges of blob ids holding ``batch`` blobs each."""
+def blob_ranges(batch: int) -> Iterator[tuple[str, str | None]]:
+    """Ranges of blob digests, from ``low`` up to (not including) ``high`` (None: to the end),
+    holding ``batch`` blobs each, in digest order. The references' digest index is then read in
+    the same order, a few pages a range; a range of ids probed it at random, a page each once it
+    outgrew the database's cache (2.2 times the time per range from 10,000 images to 100,000)."""
     blobs = table(Blob)
-    return _ranges(f"SELECT id FROM {blobs} WHERE id >= %s ORDER BY id LIMIT 1 OFFSET %s",
-                   f"SELECT MIN(id) FROM {blobs} WHERE id >= %s", batch)
+    row = fetch_one(f"SELECT MIN(digest) FROM {blobs}", [])
+    low: str | None = row[0] if row else None
+    while low is not None:
+        found = fetch_one(f"SELECT digest FROM {blobs} WHERE digest >= %s ORDER BY digest LIMIT 1 OFFSET %s",
+                          [low, batch])
+        high: str | None = found[0] if found else None
+        yield low, high
+        low = high
 
 
 @statement
-def _unused_blobs_sql(count: int, discount: bool) -> str:
+def _unused_blobs_sql(count: int, bounded: bool, discount: bool) -> str:
+    def digest_within(column: str) -> str:
+        if count:
+            return f"{column} IN ({marks(count)})"
+        return f"{column} >= %s" + (f" AND {column} < %s" if bounded else "")
+
+    # The unreferenced digests first, from the two digest indexes alone (the references' one
+    # covers kind and manifest too): the blob rows are read for those few only. PostgreSQL is
+    # told the range of the references too: it merges the two indexes, and read the references
+    # from the first digest on for every range. SQLite probes, and the range only adds work.
+    references = f" AND {digest_within('mr.digest')}" if connection.vendor == "postgresql" else ""
     return (
-        f"SELECT b.id, b.digest, b.size FROM {table(Blob)} b WHERE b.id BETWEEN %s AND %s AND b.created_at < %s"
-        + (f" AND b.id IN ({marks(count)})" if count else "")
-        + f" AND NOT EXISTS (SELECT 1 FROM {table(ManifestReference)} mr WHERE mr.digest = b.digest "
-        f"AND mr.kind = %s{_not_doomed('mr.manifest_id', discount)}) "
+        f"WITH unreferenced AS MATERIALIZED (SELECT b.id FROM {table(Blob)} b WHERE {digest_within('b.digest')} "
+        f"AND NOT EXISTS (SELECT 1 FROM {table(ManifestReference)} mr WHERE mr.digest = b.digest "
+        f"AND mr.kind = %s{references}{_not_doomed('mr.manifest_id', discount)})) "
+        f"SELECT b.id, b.digest, b.size FROM unreferenced u JOIN {table(Blob)} b ON b.id = u.id "
+        "WHERE b.created_at < %s "
         # Probed blob by blob (a scalar subquery): as NOT EXISTS, PostgreSQL may read every link
         # for the fresh ones instead, once per range.
         f"AND (SELECT 1 FROM {table(BlobLink)} l WHERE l.blob_id = b.id AND l.created_at >= %s LIMIT 1) IS NULL "
-        "ORDER BY b.id"
+        "ORDER BY b.digest"
     )
 
 
-def unused_blobs(low: int, high: int, cutoff: datetime, blob_ids: Sequence[int] = (),
+def unused_blobs(low: str, high: str | None, cutoff: datetime, digests: Sequence[str] = (),
                  discount: bool = False) -> list[UnusedBlob]:
-    """Blobs with ids ``low`` to ``high`` created before ``cutoff`` that no manifest of any
-    repository references and nobody linked since ``cutoff`` (only among ``blob_ids`` when given;
-    leaving out the manifests a dry run would delete with ``discount``)."""
+    """Blobs with digests from ``low`` up to ``high`` (see ``blob_ranges``), or those of
+    ``digests`` when given (all in that range), created before ``cutoff`` that no manifest of any
+    repository references and nobody linked since ``cutoff`` (leaving out the manifests a dry run
+    would delete with ``discount``)."""
     at = moment(cutoff)
-    params = [low, high, at, *blob_ids, ManifestReference.BLOB, at]
-    return [UnusedBlob(*row) for row in fetch_all(_unused_blobs_sql(len(blob_ids), discount), params)]
+    within = list(digests) or ([low] if high is None else [low, high])
+    again = within if connection.vendor == "postgresql" else []  # the references' range too
+    params = [*within, ManifestReference.BLOB, *again, at, at]
+    return [UnusedBlob(*row) for row in fetch_all(_unused_blobs_sql(len(digests), high is not None, discount), params)]
 
 
 def delete_blob_rows(blob_ids: Sequence[int]) -> None:

@@ -203,14 +203,15 @@ class _Run:
                 self._collect_blobs(low, high, chunk)
             progress.add(min(sweep.RANGE, total - progress.count))  # a range holds RANGE blobs, the last fewer
 
-    def _collect_blobs(self, low: int, high: int, blobs: list[queries.UnusedBlob]) -> None:
+    def _collect_blobs(self, low: str, high: str | None, blobs: list[queries.UnusedBlob]) -> None:
         if self.options.dry_run:
             for blob in blobs:
                 self._removed_blob(blob.digest, blob.size)
             return
         ids = [blob.id for blob in blobs]
         with sweep.locked(blob.digest for blob in blobs), quotas.releasing(lambda: queries.quota_links_of_blobs(ids)):
-            gone = queries.unused_blobs(low, high, self.cutoff, blob_ids=ids)  # checked again under the locks
+            # checked again under the locks
+            gone = queries.unused_blobs(low, high, self.cutoff, digests=[blob.digest for blob in blobs])
             queries.delete_blob_rows([blob.id for blob in gone])
         freed = sweep.delete_data_without_rows(self.driver, [blob.digest for blob in gone])
         for blob in gone:
