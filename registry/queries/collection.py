@@ -233,6 +233,13 @@ def blob_ranges(batch: int) -> Iterator[tuple[str, str | None]]:
         low = high
 
 
+def _references_bounded() -> bool:
+    """Whether the blob check bounds the references by the range too: PostgreSQL merges the two
+    digest indexes, and read the references from the first digest on for every range; SQLite
+    probes one digest at a time, and the bound only adds work."""
+    return connection.vendor == "postgresql"
+
+
 @statement
 def _unused_blobs_sql(count: int, bounded: bool, discount: bool) -> str:
     def digest_within(column: str) -> str:
@@ -241,10 +248,8 @@ def _unused_blobs_sql(count: int, bounded: bool, discount: bool) -> str:
         return f"{column} >= %s" + (f" AND {column} < %s" if bounded else "")
 
     # The unreferenced digests first, from the two digest indexes alone (the references' one
-    # covers kind and manifest too): the blob rows are read for those few only. PostgreSQL is
-    # told the range of the references too: it merges the two indexes, and read the references
-    # from the first digest on for every range. SQLite probes, and the range only adds work.
-    references = f" AND {digest_within('mr.digest')}" if connection.vendor == "postgresql" else ""
+    # covers kind and manifest too): the blob rows are read for those few only.
+    references = f" AND {digest_within('mr.digest')}" if _references_bounded() else ""
     return (
         f"WITH unreferenced AS MATERIALIZED (SELECT b.id FROM {table(Blob)} b WHERE {digest_within('b.digest')} "
         f"AND NOT EXISTS (SELECT 1 FROM {table(ManifestReference)} mr WHERE mr.digest = b.digest "
@@ -266,8 +271,7 @@ def unused_blobs(low: str, high: str | None, cutoff: datetime, digests: Sequence
     would delete with ``discount``)."""
     at = moment(cutoff)
     within = list(digests) or ([low] if high is None else [low, high])
-    again = within if connection.vendor == "postgresql" else []  # the references' range too
-    params = [*within, ManifestReference.BLOB, *again, at, at]
+    params = [*within, ManifestReference.BLOB, *(within if _references_bounded() else []), at, at]
     return [UnusedBlob(*row) for row in fetch_all(_unused_blobs_sql(len(digests), high is not None, discount), params)]
 
 
