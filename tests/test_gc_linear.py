@@ -96,7 +96,23 @@ class _CountingDriver:
             yield info
 
 
+def _empty_tables() -> None:
+    """The registry's tables emptied; on PostgreSQL truncated, so that what earlier tests in this
+    database wrote and rolled back (dead rows the planner counts as pages) cannot change the plans
+    the small run gets: with it, the small run read 12,394 to 12,757 rows, on fresh tables 14,635."""
+    models = (Tag, ManifestReference, Manifest, BlobLink, Blob, Repository)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the checks still pending from the run before
+            cursor.execute(f"TRUNCATE {', '.join(model._meta.db_table for model in models)} CASCADE")
+            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+            return
+        for model in models:
+            cursor.execute(f"DELETE FROM {model._meta.db_table}")
+
+
 def _collection_work(size: int, monkeypatch: pytest.MonkeyPatch) -> Counted:
+    _empty_tables()
     scale.load(content.Shape(big_tags=size, small=size, untagged_every=10, orphans=size // 100, files=False))
     driver = _CountingDriver(default_driver())
     monkeypatch.setattr(gc, "default_driver", lambda: driver)
@@ -111,9 +127,6 @@ def _collection_work(size: int, monkeypatch: pytest.MonkeyPatch) -> Counted:
         work = _work(lambda: found.append(gc.collect(gc.Options(grace=timedelta(hours=1), delete_untagged=True))))
     assert (found[0].manifests, found[0].blobs) == (size // 10, size // 10 + size // 100)
     assert Manifest.objects.count() == 2 * size - size // 10  # deleted, not only found
-    with connection.cursor() as cursor:
-        for model in (Tag, ManifestReference, Manifest, BlobLink, Blob, Repository):
-            cursor.execute(f"DELETE FROM {model._meta.db_table}")
     return Counted(work, statements[0], driver.calls)
 
 
