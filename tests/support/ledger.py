@@ -181,8 +181,14 @@ class LoadClient(threading.Thread):
                           headers={"Accept": OCI_MANIFEST})
         if reply.status == 200 and reply.body != manifest:
             self.problems.append(f"{repository}@{manifest_digest}: other bytes than pushed")
-        elif reply.status == 404:
+        elif reply.status == 404 and not self._delete_asked(repository, manifest_digest):
             self.problems.append(f"{repository}:{tag} ({manifest_digest}) acknowledged, then 404")
+
+    def _delete_asked(self, repository: str, manifest_digest: str) -> bool:
+        """Whether the manifest's owner has asked to delete it: a pull chosen before the owner's
+        DELETE may reach the registry after it (the owner records the delete before sending it)."""
+        with self.ledger.lock:
+            return (repository, manifest_digest) in self.ledger.delete_sent
 
     def delete_one(self) -> None:
         with self.ledger.lock:
