@@ -14,6 +14,7 @@ registry keeps no metadata in a database.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -119,6 +120,7 @@ def run(out_dir: Path, quick: bool = False) -> list[Scenario]:
             patroni.stop()
         if rgw is not None:
             rgw.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "failover.json").write_text(json.dumps([asdict(s) for s in scenarios], indent=1))
     return scenarios

@@ -104,7 +104,6 @@ def main(argv: list[str]) -> int:
     finally:
         if cluster is not None:
             cluster.stop()
-            shutil.rmtree(cluster.workdir, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
     markdown = table(runs)
     OUT.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import tempfile
 import time
 import timeit
@@ -59,6 +60,7 @@ def main() -> None:
         print(f"binds as {ldap.USER}: {slapd.binds(f'uid={ldap.USER},{ldap.PEOPLE}')}")
     finally:
         slapd.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

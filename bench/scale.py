@@ -354,7 +354,6 @@ def run(size: int, databases: list[str], reference_size: int, scratch: Path, log
     finally:
         if cluster is not None:
             cluster.stop()
-            shutil.rmtree(cluster.workdir, ignore_errors=True)
     if reference_size:
         log(f"scale {reference_size:,}: the CNCF registry")
         label = "CNCF 2.8" if reference_size == size else f"CNCF 2.8 at {reference_size:,}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -83,6 +84,7 @@ def main(mib: int = 256, rounds: int = 3) -> None:
     finally:
         plain.stop()
         https.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Shared fixtures. Unit tests use the Django test client over an isolated storage root."""
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Iterator
 # Settings are derived from SVC_* variables when Django first loads them: point every path of the
 # test process at a scratch directory so that no test writes into the working tree.
 _SCRATCH = Path(tempfile.mkdtemp(prefix="registry-tests-"))
+atexit.register(shutil.rmtree, _SCRATCH, True)
 os.environ.setdefault("SVC_STORAGE_ROOT", str(_SCRATCH / "registry"))
 os.environ.setdefault("SVC_DATABASE_URL", f"sqlite:///{_SCRATCH / 'db.sqlite3'}")
 os.environ.setdefault("SVC_AUTH_TOKEN_STORAGE", str(_SCRATCH / "tokens"))

@@ -143,7 +143,7 @@ def test_after_a_restart_one_failed_check_replaces_every_idle_connection(server:
 def test_the_pool_is_back_within_a_second_or_so_of_the_server(server: Postgres, connect) -> None:
     db = connect(server.new_database(), pool_timeout=1, pool_size=2)
     _hold(db, 2)  # a full pool: only its own reconnects bring connections back
-    server.stop()
+    server.stop(keep_data=True)
     try:
         down = time.monotonic()
         while time.monotonic() - down < 8:  # reconnect attempts pile up their pauses meanwhile

@@ -306,11 +306,14 @@ class PatroniCluster:
         if done.returncode != 0:
             raise RuntimeError(f"patronictl switchover failed: {done.stderr or done.stdout}")
 
-    def stop(self) -> None:
+    def stop(self, keep_logs: bool = False) -> None:
+        """Stop every process and remove the directory (``keep_logs``: leave it, to read why)."""
         for node in self.nodes:
             node.stop()
         if self.etcd is not None:
             self.etcd.stop()
+        if not keep_logs:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 PRIMARY_BALANCER = """\
@@ -372,6 +375,7 @@ def start_patroni() -> PatroniCluster:
     cluster = PatroniCluster(workdir)
     try:
         return cluster.start()
-    except BaseException:
-        cluster.stop()
+    except BaseException as exc:
+        cluster.stop(keep_logs=True)
+        exc.add_note(f"logs in {workdir}")
         raise

@@ -69,7 +69,7 @@ class Postgres:
                 "start")
 
     def start_again(self) -> None:
-        """Start the server stopped by ``stop``, on the same port."""
+        """Start the server stopped by ``stop(keep_data=True)``, on the same port."""
         done = self._run(*self._start_command())
         if done.returncode != 0:
             raise RuntimeError(f"pg_ctl start failed: {done.stderr or done.stdout}")
@@ -88,8 +88,11 @@ class Postgres:
         if done.returncode != 0:
             raise RuntimeError(f"pg_ctl restart failed: {done.stderr or done.stdout}")
 
-    def stop(self) -> None:
+    def stop(self, keep_data: bool = False) -> None:
+        """Stop the server and remove its directory; ``keep_data`` keeps it for ``start_again``."""
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.workdir / "data"), "-m", "immediate", "stop")
+        if not keep_data:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def start_postgres() -> Postgres:

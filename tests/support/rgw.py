@@ -103,6 +103,14 @@ class RGW:
         missing = [b for b in BINARIES if shutil.which(b) is None]
         if missing:
             raise RGWUnavailable(f"missing {', '.join(missing)} (scripts/install-test-deps.sh installs them)")
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop(keep_logs=True)  # whatever did start; the logs stay for the message's path
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
         for sub in ("run", "log", "mon", "osd/ceph-0", "rgw"):
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
         self.mon_port, self.port = free_port(), free_port()
@@ -127,7 +135,6 @@ class RGW:
         self._run("radosgw-admin", "-c", self.conf, "user", "create", "--uid", "registry",
                   "--display-name", "registry tests", "--access-key", self.access_key,
                   "--secret-key", self.secret_key)
-        return self
 
     def _answers(self) -> bool:
         try:
@@ -144,7 +151,6 @@ class RGW:
             except RGWUnavailable:
                 pass
             time.sleep(0.25)
-        self.stop()
         raise RGWUnavailable(f"{what} did not come up; logs in {self.directory / 'log'}")
 
     def kill_gateway(self) -> None:
@@ -182,7 +188,8 @@ class RGW:
                 count += 1
         return count
 
-    def stop(self) -> None:
+    def stop(self, keep_logs: bool = False) -> None:
+        """Kill the daemons and remove the directory (``keep_logs``: leave it, to read why)."""
         for name in reversed(self.started):
             pid_file = self.directory / "run" / f"{name}.pid"
             try:
@@ -191,6 +198,8 @@ class RGW:
             except (OSError, ValueError):
                 continue
         self.started.clear()
+        if not keep_logs:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def start_rgw(debug_rgw: int = 1, memstore_bytes: int = MEMSTORE_BYTES) -> RGW:
