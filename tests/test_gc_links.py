@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from registry import queries
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository
+from registry.queries import collection
 from tests.support import scale
 from tests.support import scale_content as content
 
@@ -26,8 +27,11 @@ def _expected(cutoff: object, doomed: set[int]) -> list[tuple[int, int, str, str
     return found
 
 
+@pytest.mark.parametrize("merge_from", [0, 10 ** 9], ids=["merged", "statement"])
 @pytest.mark.parametrize("discount", [False, True])
-def test_it_reports_the_links_no_manifest_of_their_repository_references(discount: bool) -> None:
+def test_it_reports_the_links_no_manifest_of_their_repository_references(discount: bool, merge_from: int,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collection, "MERGE_FROM", merge_from)  # SQLite's two ways, at any size
     scale.load(content.Shape(big_tags=40, small=30, untagged_every=4, orphans=5, files=False))
     # A blob mounted into a repository that no manifest of it uses, though another's does; and a
     # link newer than the cutoff.
