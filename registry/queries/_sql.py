@@ -8,9 +8,10 @@ names tables and columns through the models, quoted for the database.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from datetime import datetime
 from functools import cache
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from django.db import connection, models
 from django.db.models import BooleanField, Case, F, Q, Value, When
@@ -50,6 +51,15 @@ def fetch_all(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         cursor.execute(sql, params)
         rows: list[tuple[Any, ...]] = cursor.fetchall()
     return rows
+
+
+@contextmanager
+def streamed(sql: str, params: Sequence[Any], batch: int = 1000) -> Iterator[Iterator[tuple[Any, ...]]]:
+    """The rows of a statement, read ``batch`` at a time while the block lasts: several may be
+    open at once, on one connection."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        yield (row for rows in iter(lambda: cursor.fetchmany(batch), []) for row in rows)
 
 
 def execute(sql: str, params: Sequence[Any]) -> int:
