@@ -375,7 +375,9 @@ def start_patroni() -> PatroniCluster:
     cluster = PatroniCluster(workdir)
     try:
         return cluster.start()
-    except BaseException as exc:
+    except PatroniUnavailable as exc:
         cluster.stop(keep_logs=True)
-        exc.add_note(f"logs in {workdir}")
+        raise PatroniUnavailable(f"{exc} (logs in {workdir})") from exc
+    except BaseException:
+        cluster.stop(keep_logs=True)
         raise

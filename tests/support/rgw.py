@@ -96,7 +96,8 @@ class RGW:
     def _run(self, *args: str, timeout: float = 60) -> str:
         done = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
-            raise RGWUnavailable(f"{' '.join(args[:3])} failed: {(done.stderr or done.stdout)[-800:]}")
+            raise RGWUnavailable(f"{' '.join(args[:3])} failed: {(done.stderr or done.stdout)[-800:]} "
+                                 f"(logs in {self.directory / 'log'})")
         return done.stdout
 
     def start(self, timeout: float = 90) -> "RGW":
