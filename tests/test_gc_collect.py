@@ -4,8 +4,10 @@ from __future__ import annotations
 import json
 import os
 from datetime import timedelta
+from typing import Callable
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from registry.digests import Digest
@@ -168,6 +170,48 @@ def test_it_removes_data_files_left_without_a_row() -> None:
     assert result.orphaned_files == 1 and result.bytes_freed == len(data)
     assert not has_data(digest_of(data))
     assert not path.parent.exists()
+
+
+def test_it_takes_a_collected_blobs_data_out_under_the_lock_and_deletes_it_after(monkeypatch) -> None:
+    data = b"never referenced" * 10
+    push_blob("team/app", data)
+    age_everything()
+    driver = default_driver()
+    calls: list[tuple[str, str, int]] = []  # the call, its path, the transactions open (the test's own too)
+
+    def recording(name: str) -> Callable[..., object]:
+        real = getattr(driver, name)
+
+        def recorded(path: str, *rest: str) -> object:
+            calls.append((name, path, len(connection.atomic_blocks)))
+            return real(path, *rest)
+        return recorded
+
+    for name in ("detach", "delete"):
+        monkeypatch.setattr(driver, name, recording(name))
+
+    assert gc.collect(gc.Options()).blobs == 1
+
+    blob_dir = paths.blob_dir(Digest.parse(digest_of(data)))
+    (detach, detached, locked), (delete, deleted, after) = calls
+    assert (detach, detached) == ("detach", blob_dir)
+    assert (delete, deleted.startswith(f"{paths.TRASH}/")) == ("delete", True)
+    assert locked == after + 1  # renamed inside the collector's locking transaction, deleted after it
+    assert not has_data(digest_of(data))
+    assert driver.list(paths.TRASH) == []
+
+
+def test_it_empties_what_a_crashed_collection_left_in_the_trash_unless_a_dry_run() -> None:
+    driver = default_driver()
+    left = paths.trash("ab" * 16)
+    driver.write(f"{left}/data", b"renamed, not yet deleted")
+
+    assert gc.collect(gc.Options(dry_run=True)).orphaned_files == 0
+    assert driver.read(f"{left}/data")
+    lines: list[str] = []
+    gc.collect(gc.Options(), report=lines.append)
+    assert driver.list(paths.TRASH) == []
+    assert "emptied 1 entries a crashed collection left in the trash" in lines
 
 
 def test_it_keeps_a_fresh_data_file_without_a_row() -> None:

@@ -5,7 +5,9 @@ An upload is written with writers that each resume from the previous one's ``sta
 landing on different replicas do), and reads as a file once sealed."""
 from __future__ import annotations
 
+import errno
 import io
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -210,6 +212,39 @@ def test_it_deletes_a_file_or_a_whole_tree(driver) -> None:
     with pytest.raises(PathNotFound):
         driver.stat("tree/sub/deeper/c")
     assert driver.read("keep/d") == b"."
+
+
+def test_it_detaches_a_tree_in_one_rename_or_declines_and_touches_nothing(driver, request) -> None:
+    for path in ("tree/a", "tree/sub/b", "keep/c"):
+        driver.write(path, b".")
+    renames = request.node.callspec.params["driver"] != "s3"
+
+    assert driver.detach("tree", "held/tree") is renames
+    if renames:
+        assert driver.read("held/tree/sub/b") == b"."
+        with pytest.raises(PathNotFound):
+            driver.stat("tree/a")
+        with pytest.raises(PathNotFound):
+            driver.detach("tree", "held/again")
+    else:  # an object store's rename is a copy: the caller deletes instead
+        assert driver.read("tree/sub/b") == b"."
+        with pytest.raises(PathNotFound):
+            driver.stat("held/tree/a")
+    assert driver.read("keep/c") == b"."
+    with pytest.raises(InvalidPath):
+        driver.detach("keep", "../held")
+
+
+def test_the_filesystem_driver_declines_a_detach_across_mounts(tmp_path, monkeypatch) -> None:
+    driver = FilesystemDriver(tmp_path)
+    driver.write("tree/a", b".")
+
+    def across(_src: object, _dst: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+    monkeypatch.setattr(os, "rename", across)
+
+    assert driver.detach("tree", "held/tree") is False
+    assert driver.read("tree/a") == b"."
 
 
 def test_it_deletes_what_may_already_be_gone(driver) -> None:

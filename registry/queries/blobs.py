@@ -132,9 +132,17 @@ def blob_page(after_id: int, limit: int) -> list[StoredBlob]:
     return [StoredBlob(*row) for row in rows[:limit]]
 
 
+@statement
+def _known_digests_sql(count: int) -> str:
+    return f"SELECT digest FROM {table(Blob)} WHERE digest IN ({marks(count)})"
+
+
 def known_digests(digests: Iterable[str]) -> set[str]:
-    """Which of ``digests`` have a blob row."""
-    return set(Blob.objects.filter(digest__in=list(digests)).values_list("digest", flat=True))
+    """Which of ``digests`` have a blob row. The collector asks this under SQLite's write lock,
+    ten digests at a time: the ORM's query building was most of the 1.2 ms each took."""
+    from registry.queries.graph import chunks
+
+    return {row[0] for chunk in chunks(list(digests)) for row in fetch_all(_known_digests_sql(len(chunk)), chunk)}
 
 
 def blob_exists(digest: str) -> bool:

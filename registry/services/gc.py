@@ -19,7 +19,8 @@ the database and every deletion re-checks it under the digest locks that writers
    meanwhile. A crash between the two leaves data without a row: invisible to clients (nothing can
    link or pull it without a row) and removed by the next run as an orphaned file.
 5. Blob files without a row (such crashes, or uploads that died between their rename and their row)
-   go.
+   go, and so does what a crash left in the trash (step 4 renames data there under the lock and
+   deletes it after, where the storage renames in one step).
 
 Nothing younger than the grace period is touched: not a blob created or (re)linked into a repository
 within it, not a manifest pushed within it, not a file written within it. A push uploads its blobs
@@ -225,6 +226,8 @@ class _Run:
     # -- orphaned files ------------------------------------------------------------------------
 
     def orphaned_files(self) -> None:
+        if not self.options.dry_run and (emptied := sweep.empty_trash(self.driver)):
+            self.report(f"emptied {emptied} entries a crashed collection left in the trash")
         walked = sweep.Progress(self.report, lambda files: f"{files} blob files checked")
         for orphans in sweep.files_without_rows(self.driver, self.cutoff, walked.add):
             if self.options.dry_run:

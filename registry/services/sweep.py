@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -160,23 +161,52 @@ def _names(driver: StorageDriver, path: str) -> list[str]:
 def delete_data_without_rows(driver: StorageDriver, digests: list[str]) -> dict[str, int]:
     """Delete the data of those digests that have no Blob row; returns the bytes freed per digest.
 
-    Runs under the digests' locks, so a row created meanwhile (a blob pushed again) keeps its data.
+    Checked under the digests' locks, so a row created meanwhile (a blob pushed again) keeps its
+    data. Where the driver renames in one step, the data is only renamed into the trash under the
+    locks and deleted after them: on SQLite the locks are the database's write lock, which pushes
+    and pulls wait for, and the collector pauses for as long as it held it (``writing``), so the
+    unlinking of each file counted twice and made everyone wait.
     """
     freed: dict[str, int] = {}
-    # Small transactions: pushes wait for the write lock while files are deleted under it.
+    # Small transactions: pushes wait for the write lock meanwhile.
     for chunk in chunks(digests, DATA_BATCH):
+        held: list[str] = []
         with locked(chunk):
             alive = queries.known_digests(chunk)
             for text in chunk:
                 if text not in alive:
-                    freed[text] = delete_blob_data(driver, Digest.parse(text))
+                    freed[text] = _take_blob_data(driver, Digest.parse(text), held)
+        for path in held:
+            delete_if_exists(driver, path)
     return freed
 
 
-def delete_blob_data(driver: StorageDriver, digest: Digest) -> int:
-    """Delete a blob's data if it is there; the bytes freed."""
+def _take_blob_data(driver: StorageDriver, digest: Digest, held: list[str]) -> int:
+    """Take a blob's data out of the tree if it is there: the bytes freed. Renamed into the trash
+    where the driver can (its new path added to ``held``, for the caller to delete), else deleted."""
     try:
         size = driver.stat(paths.blob_data(digest)).size
     except PathNotFound:
         size = 0
+    trash = paths.trash(uuid.uuid4().hex)
+    try:
+        if driver.detach(paths.blob_dir(digest), trash):
+            held.append(trash)
+            return size
+    except PathNotFound:
+        return 0
     return size if delete_if_exists(driver, paths.blob_dir(digest)) else 0
+
+
+def empty_trash(driver: StorageDriver) -> int:
+    """Delete what a crashed collection left in the trash (renamed, not yet deleted): the number
+    of entries. Nothing in it is reachable: a concurrent collection deleting its own finds it
+    gone, which it allows for."""
+    emptied = 0
+    for name in _names(driver, paths.TRASH):
+        try:
+            path = paths.trash(name)
+        except ValueError:
+            continue  # not one of ours
+        emptied += delete_if_exists(driver, path)
+    return emptied

@@ -99,6 +99,12 @@ class StorageDriver(Protocol):
     def delete(self, path: str) -> None:
         """Remove a file or a whole directory tree."""
 
+    def detach(self, path: str, holding: str) -> bool:
+        """Rename ``path`` (a file or a tree) to ``holding`` in one step, where a rename is one:
+        True. Unlike ``move`` it is not made durable (a crash may undo it). False, touching
+        nothing, where it is no single step (an object store copies); PathNotFound when ``path``
+        is gone."""
+
     def walk(self, path: str) -> Iterator[FileInfo]:
         """Every file below ``path``."""
 

@@ -213,6 +213,17 @@ class FilesystemDriver:
         except OSError as exc:
             raise _translate(exc, path) from exc
 
+    def detach(self, path: str, holding: str) -> bool:
+        src, dst = self._full(path), self._full(holding)
+        try:
+            dst.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.rename(src, dst)
+        except OSError as exc:
+            if exc.errno == errno.EXDEV:
+                return False  # blobs/ mounted apart from the root: no rename between them
+            raise _translate(exc, path) from exc
+        return True
+
     def walk(self, path: str) -> Iterator[FileInfo]:
         # scandir's entries and string paths, not os.walk and Path objects: the collector and
         # scrub walk every blob file, and building paths was twice the cost of listing them.

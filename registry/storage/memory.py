@@ -132,6 +132,20 @@ class MemoryDriver:
                 del self._files[name]
                 del self._mtimes[name]
 
+    def detach(self, path: str, holding: str) -> bool:
+        check_path(path)
+        check_path(holding)
+        with self._lock:
+            prefix = path + "/"
+            moving = [name for name in self._files if name == path or name.startswith(prefix)]
+            if not moving:
+                raise PathNotFound(path)
+            for name in moving:
+                renamed = holding + name[len(path):]
+                self._files[renamed] = self._files.pop(name)
+                self._mtimes[renamed] = self._mtimes.pop(name)
+        return True
+
     def walk(self, path: str) -> Iterator[FileInfo]:
         prefix = check_path(path) + "/"
         for name in sorted(n for n in self._files if n.startswith(prefix)):

@@ -9,6 +9,8 @@ Layout below the storage root::
     _gc/schedule                                     the collector's lock ("gc", registry.locks) with
                                                      the time of the last scheduled run
     _locks/<name>                                    any other named lock, with its note
+    _trash/<random>                                  a collected blob's directory, renamed out of
+                                                     blobs/ under its lock and deleted after it
 
 Repository membership, manifests and tags live in the database, not in this tree. The inputs are
 validated again here, so that no caller can build a path outside the tree by mistake.
@@ -27,6 +29,7 @@ BLOBS = "blobs"
 UPLOADS = "uploads"
 PROBES = "_probe"
 LOCKS = "_locks"
+TRASH = "_trash"
 GC_SCHEDULE = "_gc/schedule"
 GC_LOCK = "gc"
 
@@ -37,6 +40,12 @@ def blob_dir(digest: Digest) -> str:
 
 def blob_data(digest: Digest) -> str:
     return f"{blob_dir(digest)}/data"
+
+
+def trash(name: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{32}", name):
+        raise ValueError(f"invalid trash name {name!r}")
+    return f"{TRASH}/{name}"
 
 
 def upload_dir(upload_id: str) -> str:

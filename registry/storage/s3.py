@@ -234,6 +234,11 @@ class S3Driver:
         except (ClientError, BotoCoreError) as exc:
             raise _failure(exc, source) from exc
 
+    def detach(self, path: str, holding: str) -> bool:
+        check_path(path)
+        check_path(holding)
+        return False  # a rename is a copy and a delete: the caller deletes instead
+
     def _copy(self, source_key: str, dest_key: str, size: int, path: str) -> None:
         copy_source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": source_key}
         try:
