@@ -73,6 +73,9 @@ class RegistryServer:
                 "SVC_AUTH_HTPASSWD_FILE": str(self.workdir / "users.htpasswd"),
                 "SVC_SERVER_SECRET_KEY_FILE": str(self.workdir / "secret_key"),
                 "DJANGO_SETTINGS_MODULE": "regsite.settings",
+                # gunicorn.conf.py's metrics directory is made with tempfile: in the workdir, a
+                # master killed with SIGKILL (a crash test) leaves it there, not in /tmp.
+                "TMPDIR": str(self.workdir / "tmp"),
             }
         )
         env.update(self.env_overrides)
@@ -107,7 +110,7 @@ class RegistryServer:
         )
 
     def start(self, timeout: float = 30.0, migrate: bool = True) -> "RegistryServer":
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "tmp").mkdir(parents=True, exist_ok=True)
         config = self.workdir / "config.toml"
         if not config.exists():
             config.write_text("")
