@@ -115,7 +115,11 @@ def pre_fork(server: object, worker: object) -> None:
 
 
 def on_starting(server: object) -> None:
-    _config.exit_if_in_use(server.cfg.address)  # type: ignore[attr-defined]
+    try:
+        _config.exit_if_in_use(server.cfg.address)  # type: ignore[attr-defined]
+    except SystemExit:
+        on_exit(server)  # gunicorn runs no on_exit for a stop in on_starting: the directory would stay
+        raise
     # Files left by an earlier run would add its counts to this one's.
     directory = _os.environ["PROMETHEUS_MULTIPROC_DIR"]
     _os.makedirs(directory, exist_ok=True)

@@ -45,7 +45,7 @@ def test_a_port_in_use_is_said_in_one_line_naming_the_setting(tmp_path) -> None:
     busy = socket.create_server(("127.0.0.1", 0))  # another program on the port
     port = busy.getsockname()[1]
     env = {**server.env(), "SVC_SERVER_BIND": f"127.0.0.1:{port}", "SVC_CONFIG": os.devnull}
-    server.workdir.mkdir(parents=True)
+    (server.workdir / "tmp").mkdir(parents=True)
     try:
         started = time.monotonic()
         done = subprocess.run([str(VENV_BIN / "gunicorn"), "-c", "gunicorn.conf.py"], cwd=REPO, env=env,
@@ -58,6 +58,7 @@ def test_a_port_in_use_is_said_in_one_line_naming_the_setting(tmp_path) -> None:
     assert errors == [f"configuration error: [server] bind: 127.0.0.1:{port} is in use by another program: stop "
                       "it, or set SVC_SERVER_BIND (or [server] bind) to a free address"], done.stderr
     assert took < 20  # no five retries a second apart
+    assert list((server.workdir / "tmp").iterdir()) == []  # its metrics directory went with it
 
 
 def test_sighup_applies_a_changed_configuration_file_and_refuses_a_broken_one(start_registry) -> None:
