@@ -9,6 +9,7 @@ from django.db.models import Count, Sum
 
 from registry.models import Blob, BlobLink, Repository
 from registry.queries._sql import execute, fetch_all, fetch_one, marks, moment, statement, table
+from registry.queries.graph import chunks
 
 
 class BlobRow(NamedTuple):
@@ -140,8 +141,6 @@ def _known_digests_sql(count: int) -> str:
 def known_digests(digests: Iterable[str]) -> set[str]:
     """Which of ``digests`` have a blob row. The collector asks this under SQLite's write lock,
     ten digests at a time: the ORM's query building was most of the 1.2 ms each took."""
-    from registry.queries.graph import chunks
-
     return {row[0] for chunk in chunks(list(digests)) for row in fetch_all(_known_digests_sql(len(chunk)), chunk)}
 
 
