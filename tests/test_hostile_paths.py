@@ -65,8 +65,9 @@ def escaped_marks(workdir: Path) -> list[str]:
 
 
 def snapshot(server: RegistryServer) -> dict[str, tuple[int, int, str]]:
-    """Every file of the server's directory but its own storage, database and log."""
-    skip = ("registry", "db.sqlite3", "gunicorn.log", "tokens")
+    """Every file of the server's directory but its own storage, database, log and temporary
+    files (its metrics, which the requests change)."""
+    skip = ("registry", "db.sqlite3", "gunicorn.log", "tokens", "tmp")
     state = {}
     for path in sorted(server.workdir.rglob("*")):
         rel = path.relative_to(server.workdir).as_posix()
