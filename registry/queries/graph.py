@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterator, NamedTuple, Sequence, TypeVar
 
+from django.db import connection
+
 from registry.models import Manifest, ManifestReference, Tag
 from registry.queries._sql import fetch_all, marks, moment, reader, statement, table
 
@@ -72,6 +74,13 @@ def _candidates_sql(referrers_follow: bool, without_removed: bool) -> str:
     # then it read the whole repository to sort it rather than walk the index to a full page).
     untagged = f"coalesce(({_tags_of_m(without_removed)} LIMIT 1), 0) <> 1"
     old = "m.created_at < %s AND (m.last_pulled_at IS NULL OR m.last_pulled_at < %s)"
+    if connection.vendor == "sqlite":
+        # SQLite tests a row's own columns before a subquery, so it read every manifest's row (its
+        # body too) to find the untagged ones: a tenth of a big repository, and a row read that
+        # outgrows the cache with the repository (15 times the time from 10,000 to 100,000).
+        # Asked as a subquery after the tag probe, only the untagged rows are read.
+        old = (f"(SELECT 1 FROM {table(Manifest)} x WHERE x.id = m.id AND x.created_at < %s "
+               "AND (x.last_pulled_at IS NULL OR x.last_pulled_at < %s)) = 1")
     wanted = f"({_referrer_sql()} OR ({untagged} AND {old}))" if referrers_follow else f"{untagged} AND {old}"
     return (f"SELECT {_node_columns(without_removed)} FROM {table(Manifest)} m WHERE m.repository_id = %s "
             "AND m.digest > %s "
