@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from registry import queries
@@ -53,3 +54,16 @@ def test_it_reports_the_links_no_manifest_of_their_repository_references(discoun
     assert sorted(found) == expected
     # The orphans but the fresh one, the mount, and with the discount the doomed images' configs.
     assert len(expected) == 5 - 1 + 1 + (7 if discount else 0)
+
+
+def test_a_dry_run_holds_each_doomed_manifest_once_however_many_and_however_often() -> None:
+    # Held a chunk per statement: more than one chunk, and ids held again by a later page.
+    ids = list(range(1, 1202))
+    queries.hold_doomed(ids[:700])
+    queries.hold_doomed(ids[600:])
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {collection.DOOMED}")
+            assert cursor.fetchone() == (1201, 1201, 1, 1201)
+    finally:
+        queries.forget_doomed()

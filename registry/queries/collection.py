@@ -27,7 +27,6 @@ from django.db import connection
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
 from registry.queries._sql import (
     execute,
-    execute_many,
     fetch_all,
     fetch_one,
     marks,
@@ -101,7 +100,11 @@ def range_plans() -> Iterator[None]:
 def hold_doomed(manifest_ids: Sequence[int]) -> None:
     """Remember manifests a dry run would delete, for the rest of the run (``forget_doomed``)."""
     execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {DOOMED} (id bigint PRIMARY KEY)", [])
-    execute_many(f"INSERT INTO {DOOMED} (id) VALUES (%s) ON CONFLICT DO NOTHING", [(mid,) for mid in manifest_ids])
+    # One statement per chunk, not a row at a time: outside a transaction every row was a
+    # transaction of its own, and on SQLite from the second collection of a process on (the
+    # scheduler's), once a first run had dropped the table, each cost 25 us instead of 2.5.
+    for chunk in chunks(list(manifest_ids)):
+        execute(f"INSERT INTO {DOOMED} (id) VALUES {', '.join(['(%s)'] * len(chunk))} ON CONFLICT DO NOTHING", chunk)
 
 
 def forget_doomed() -> None:
