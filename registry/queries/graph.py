@@ -76,9 +76,9 @@ def _candidates_sql(referrers_follow: bool, without_removed: bool) -> str:
     old = "m.created_at < %s AND (m.last_pulled_at IS NULL OR m.last_pulled_at < %s)"
     if connection.vendor == "sqlite":
         # SQLite tests a row's own columns before a subquery, so it read every manifest's row (its
-        # body too) to find the untagged ones: a tenth of a big repository, and a row read that
-        # outgrows the cache with the repository (15 times the time from 10,000 to 100,000).
-        # Asked as a subquery after the tag probe, only the untagged rows are read.
+        # body too) to find the few untagged ones, reads that outgrow its cache with the
+        # repository (15 times the time from 10,000 images to 100,000). Asked as a subquery after
+        # the tag probe, the age is read from the untagged rows only.
         old = (f"(SELECT 1 FROM {table(Manifest)} x WHERE x.id = m.id AND x.created_at < %s "
                "AND (x.last_pulled_at IS NULL OR x.last_pulled_at < %s)) = 1")
     wanted = f"({_referrer_sql()} OR ({untagged} AND {old}))" if referrers_follow else f"{untagged} AND {old}"
