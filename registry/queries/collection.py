@@ -97,6 +97,11 @@ def range_plans() -> Iterator[None]:
         execute("RESET max_parallel_workers_per_gather", [])
 
 
+@statement
+def _hold_doomed_sql(count: int) -> str:
+    return f"INSERT INTO {DOOMED} (id) VALUES {', '.join(['(%s)'] * count)} ON CONFLICT DO NOTHING"
+
+
 def hold_doomed(manifest_ids: Sequence[int]) -> None:
     """Remember manifests a dry run would delete, for the rest of the run (``forget_doomed``)."""
     execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {DOOMED} (id bigint PRIMARY KEY)", [])
@@ -104,7 +109,7 @@ def hold_doomed(manifest_ids: Sequence[int]) -> None:
     # transaction of its own, and on SQLite from the second collection of a process on (the
     # scheduler's), once a first run had dropped the table, each cost 25 us instead of 2.5.
     for chunk in chunks(list(manifest_ids)):
-        execute(f"INSERT INTO {DOOMED} (id) VALUES {', '.join(['(%s)'] * len(chunk))} ON CONFLICT DO NOTHING", chunk)
+        execute(_hold_doomed_sql(len(chunk)), chunk)
 
 
 def forget_doomed() -> None:
