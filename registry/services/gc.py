@@ -214,7 +214,7 @@ class _Run:
             # checked again under the locks
             gone = queries.unused_blobs(low, high, self.cutoff, digests=[blob.digest for blob in blobs])
             queries.delete_blob_rows([blob.id for blob in gone])
-        freed = sweep.delete_data_without_rows(self.driver, [blob.digest for blob in gone])
+        freed = sweep.delete_data_without_rows(self.driver, [(blob.digest, blob.size) for blob in gone])
         for blob in gone:
             self._removed_blob(blob.digest, freed.get(blob.digest, 0))
 
@@ -233,7 +233,7 @@ class _Run:
             if self.options.dry_run:
                 freed = dict(orphans)
             else:
-                freed = sweep.delete_data_without_rows(self.driver, [digest for digest, _size in orphans])
+                freed = sweep.delete_data_without_rows(self.driver, orphans)
             for digest, size in freed.items():
                 self.report(f"{self.verb} orphaned file of {digest} ({size} bytes)")
                 self.result.orphaned_files += 1

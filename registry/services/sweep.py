@@ -158,44 +158,44 @@ def _names(driver: StorageDriver, path: str) -> list[str]:
         return []
 
 
-def delete_data_without_rows(driver: StorageDriver, digests: list[str]) -> dict[str, int]:
-    """Delete the data of those digests that have no Blob row; returns the bytes freed per digest.
+def delete_data_without_rows(driver: StorageDriver, found: list[tuple[str, int]]) -> dict[str, int]:
+    """Delete the data of those (digest, size) pairs whose digest has no Blob row; returns the bytes
+    freed per digest: the size given (the row's, or the walk's stat of the file), 0 when the data
+    was gone already.
 
     Checked under the digests' locks, so a row created meanwhile (a blob pushed again) keeps its
     data. Where the driver renames in one step, the data is only renamed into the trash under the
     locks and deleted after them: on SQLite the locks are the database's write lock, which pushes
     and pulls wait for, and the collector pauses for as long as it held it (``writing``), so the
-    unlinking of each file counted twice and made everyone wait.
+    unlinking of each file counted twice and made everyone wait. For the same reason the sizes
+    come from the caller, not from a stat of each file under the lock.
     """
     freed: dict[str, int] = {}
     # Small transactions: pushes wait for the write lock meanwhile.
-    for chunk in chunks(digests, DATA_BATCH):
+    for chunk in chunks(found, DATA_BATCH):
         held: list[str] = []
-        with locked(chunk):
-            alive = queries.known_digests(chunk)
-            for text in chunk:
-                if text not in alive:
-                    freed[text] = _take_blob_data(driver, Digest.parse(text), held)
+        with locked(digest for digest, _size in chunk):
+            alive = queries.known_digests([digest for digest, _size in chunk])
+            for digest, size in chunk:
+                if digest not in alive:
+                    freed[digest] = size if _take_blob_data(driver, Digest.parse(digest), held) else 0
         for path in held:
             delete_if_exists(driver, path)
     return freed
 
 
-def _take_blob_data(driver: StorageDriver, digest: Digest, held: list[str]) -> int:
-    """Take a blob's data out of the tree if it is there: the bytes freed. Renamed into the trash
-    where the driver can (its new path added to ``held``, for the caller to delete), else deleted."""
-    try:
-        size = driver.stat(paths.blob_data(digest)).size
-    except PathNotFound:
-        size = 0
+def _take_blob_data(driver: StorageDriver, digest: Digest, held: list[str]) -> bool:
+    """Take a blob's data out of the tree if it is there (False if it was not): renamed into the
+    trash where the driver can (its new path added to ``held``, for the caller to delete), else
+    deleted."""
     trash = paths.trash(uuid.uuid4().hex)
     try:
         if driver.detach(paths.blob_dir(digest), trash):
             held.append(trash)
-            return size
+            return True
     except PathNotFound:
-        return 0
-    return size if delete_if_exists(driver, paths.blob_dir(digest)) else 0
+        return False
+    return delete_if_exists(driver, paths.blob_dir(digest))
 
 
 def empty_trash(driver: StorageDriver) -> int:
