@@ -69,31 +69,47 @@ def chunks(items: Iterable[T], size: int | None = None) -> Iterator[list[T]]:
 
 @contextmanager
 def writing() -> Iterator[None]:
-    """A write transaction of the collector or scrub; on SQLite, followed by a pause now and then.
+    """A write transaction of the collector or scrub; on SQLite, now and then after a pause.
 
     SQLite writers waiting for the lock poll it (every 100 ms once they have waited a while), so a
     collector that starts its next transaction as soon as one ends could keep a push waiting for
-    its whole run. Once its transactions have held the lock for WRITER_BUDGET in all, it pauses
-    for WRITER_PAUSE and waiting writers get their turn. Its pauses then add up to about the time it
-    held the lock, which grows with what it deletes, not with what it examines (a pause after every
-    transaction made a collection of a million links sleep for minutes).
+    its whole run. Once its transactions have held the lock for WRITER_BUDGET in all, it leaves
+    the lock alone for WRITER_PAUSE and waiting writers get their turn. Its pauses then add up to
+    about the time it held the lock, which grows with what it deletes, not with what it examines
+    (a pause after every transaction made a collection of a million links sleep for minutes).
+
+    The pause is taken before the next transaction, not after the last one, and what the collector
+    did meanwhile without the lock (deleting the files it took out of the tree, its next reads)
+    counts towards it: waiting writers get the same turn, and the collector no longer sleeps and
+    then works, one after the other.
     """
     outermost = not connection.in_atomic_block
+    pausing = outermost and connection.vendor == "sqlite"
+    if pausing:
+        _wait_turn()
     with transaction.atomic():
         started = time.monotonic()  # SQLite's BEGIN IMMEDIATE has taken the lock by now
         yield
-    if outermost and connection.vendor == "sqlite":
-        _give_way(time.monotonic() - started)
+    if pausing:
+        _held(time.monotonic() - started)
 
 
 _turns = threading.local()
 
 
-def _give_way(held: float) -> None:
-    _turns.held = getattr(_turns, "held", 0.0) + held
+def _held(seconds: float) -> None:
+    _turns.held = getattr(_turns, "held", 0.0) + seconds
     if _turns.held >= WRITER_BUDGET:
         _turns.held = 0.0
-        time.sleep(WRITER_PAUSE)
+        _turns.released = time.monotonic()  # writers' turn from now on, for WRITER_PAUSE
+
+
+def _wait_turn() -> None:
+    released: float | None = getattr(_turns, "released", None)
+    if released is not None:
+        _turns.released = None
+        if (left := released + WRITER_PAUSE - time.monotonic()) > 0:
+            time.sleep(left)
 
 
 @contextmanager
