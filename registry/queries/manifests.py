@@ -4,12 +4,13 @@ walk."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple, Sequence
 
-from django.db import connection
+from django.db import connection, transaction
 
 from registry.models import Manifest, ManifestReference, Repository, Tag
 from registry.queries._sql import execute, fetch_all, fetch_one, marks, moment, statement, table
+from registry.queries.graph import chunks
 from registry.queries.repositories import touch_pushed
 
 
@@ -167,5 +168,13 @@ def index_children(repository_id: int) -> list[tuple[int, str]]:
     ).values_list("manifest_id", "digest"))
 
 
-def delete_manifests(manifest_ids: list[int]) -> None:
-    Manifest.objects.filter(id__in=manifest_ids).only("id").delete()  # never load the bodies
+def delete_manifests(manifest_ids: Sequence[int]) -> None:
+    """Delete manifests with their references and tags. Statements of its own: Django's cascade
+    read the manifests back and deleted through its collector, 43 ms a collector's page of about
+    200 at 100,000 images, twice the time of the three statements (issue 25)."""
+    with transaction.atomic(savepoint=False):
+        for chunk in chunks(manifest_ids):
+            within = f"IN ({marks(len(chunk))})"
+            execute(f"DELETE FROM {table(ManifestReference)} WHERE manifest_id {within}", chunk)
+            execute(f"DELETE FROM {table(Tag)} WHERE manifest_id {within}", chunk)
+            execute(f"DELETE FROM {table(Manifest)} WHERE id {within}", chunk)
