@@ -172,6 +172,29 @@ def test_it_removes_data_files_left_without_a_row() -> None:
     assert not path.parent.exists()
 
 
+def test_the_orphan_walk_tells_files_with_rows_from_files_without_at_every_prefix_boundary() -> None:
+    """files_without_rows reads each prefix directory's rows as one range of the digest index: a
+    row just outside the range (the prefixes either side, the other algorithm) must not hide a file
+    without a row, nor a row be missed for a file with one."""
+    driver = default_driver()
+    with_row, without_row = set(), set()
+    for algorithm, length in (("sha256", 64), ("sha512", 128)):
+        for prefix in ("00", "09", "0a", "0f", "10", "9f", "a0", "fe", "ff"):
+            for fill, keep in (("0", False), ("7", True), ("f", False)):
+                digest = Digest(algorithm, prefix + fill * (length - 2))
+                driver.write(paths.blob_data(digest), b"data")
+                if keep:
+                    Blob.objects.create(digest=str(digest), size=4)
+                (with_row if keep else without_row).add(str(digest))
+    walked: list[int] = []
+
+    found = [pair for batch in sweep.files_without_rows(driver, timezone.now() + timedelta(minutes=1), walked.append)
+             for pair in batch]
+
+    assert sorted(found) == sorted((digest, 4) for digest in without_row)
+    assert sum(walked) == len(with_row) + len(without_row)
+
+
 def test_it_takes_a_collected_blobs_data_out_under_the_lock_and_deletes_it_after(monkeypatch) -> None:
     data = b"never referenced" * 10
     push_blob("team/app", data)

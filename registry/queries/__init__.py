@@ -26,6 +26,7 @@ from registry.queries.blobs import (
     blob_page,
     blob_totals,
     delete_blob,
+    digests_with_prefix,
     known_digests,
     link_blob,
     linked_blob,
@@ -186,7 +187,7 @@ __all__ = [
     # blobs
     "BlobRow", "BlobTotals", "MountSource", "QuotaLink", "StoredBlob", "blob_count", "blob_exists",
     "blob_page", "blob_totals", "delete_blob",
-    "known_digests", "link_blob", "linked_blob", "linked_digests",
+    "digests_with_prefix", "known_digests", "link_blob", "linked_blob", "linked_digests",
     "mount_sources", "quota_links_by_id", "quota_links_in_repository", "quota_links_of_blobs",
     "quota_links_of_digest", "repositories_linking", "repositories_linking_blobs", "unlink_blob",
     # collection

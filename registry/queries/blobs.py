@@ -144,6 +144,20 @@ def known_digests(digests: Iterable[str]) -> set[str]:
     return {row[0] for chunk in chunks(list(digests)) for row in fetch_all(_known_digests_sql(len(chunk)), chunk)}
 
 
+@statement
+def _digests_between_sql() -> str:
+    return f"SELECT digest FROM {table(Blob)} WHERE digest >= %s AND digest < %s"
+
+
+def digests_with_prefix(algorithm: str, prefix: str) -> set[str]:
+    """The digests of the blob rows whose hex part starts with ``prefix`` (two hex characters, a
+    blob prefix directory's name): one range of the digest index. The bounds are the prefix and the
+    next one, or "g" after "ff": hex is digits then a to f, in the bytes' order and in a
+    language's collation alike."""
+    following = f"{int(prefix, 16) + 1:02x}" if prefix != "ff" else "g"
+    return {row[0] for row in fetch_all(_digests_between_sql(), [f"{algorithm}:{prefix}", f"{algorithm}:{following}"])}
+
+
 def blob_exists(digest: str) -> bool:
     return Blob.objects.filter(digest=digest).exists()
 

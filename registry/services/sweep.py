@@ -129,7 +129,7 @@ def blob_pages() -> Iterator[list[queries.StoredBlob]]:
 
 
 def files_without_rows(
-    driver: StorageDriver, cutoff: datetime, walked: Callable[[], None] = lambda: None
+    driver: StorageDriver, cutoff: datetime, walked: Callable[[int], None] = lambda _count: None
 ) -> Iterator[list[tuple[str, int]]]:
     """Blob data files older than ``cutoff`` whose digest has no row, as (digest, size) batches.
 
@@ -137,34 +137,41 @@ def files_without_rows(
     directory at a time, and only a digest without a row has its data looked at (its size and
     age): walking every blob's directory and data file read two inodes per blob from the disk once
     a big registry's tree was out of the page cache, most of a 100,000-image collection's time.
-    ``walked`` is called once per digest looked up.
+    The rows of a prefix directory are read in one range of the digest index, and only the names
+    without a row are parsed (asking 200 digests at a time and parsing each name was 0.5 s and
+    1.3 s of the walk's 2.8 at 100,000 images, profiled). ``walked`` gets the number of blob
+    directories of each prefix directory.
     """
     limit = cutoff.timestamp()
-    for batch in chunks(_stored_digests(driver, walked)):
-        known = queries.known_digests(batch)
-        orphans = []
-        for digest in batch:
-            if digest in known:
+    orphans: list[tuple[str, int]] = []
+    for algorithm, prefix, names in _prefix_listings(driver):
+        known = queries.digests_with_prefix(algorithm, prefix)
+        walked(len(names))
+        for name in names:
+            text = f"{algorithm}:{name}"
+            if text in known or (digest := paths.digest_from_blob_dir(algorithm, prefix, name)) is None:
                 continue
             try:
-                info = driver.stat(paths.blob_data(Digest.parse(digest)))
+                info = driver.stat(paths.blob_data(digest))
             except PathNotFound:
                 continue  # a directory without data, or removed meanwhile
             if info.mtime < limit:
-                orphans.append((digest, info.size))
-        if orphans:
-            yield orphans
+                orphans.append((text, info.size))
+            if len(orphans) >= BATCH:
+                yield orphans
+                orphans = []
+    if orphans:
+        yield orphans
 
 
-def _stored_digests(driver: StorageDriver, walked: Callable[[], None]) -> Iterator[str]:
+def _prefix_listings(driver: StorageDriver) -> Iterator[tuple[str, str, list[str]]]:
+    """(algorithm, prefix, names in its directory) for each blob prefix directory."""
     for algorithm in _names(driver, paths.BLOBS):
         if algorithm not in HEX:
             continue  # a probe file, say
         for prefix in _names(driver, paths.blob_algorithm_dir(algorithm)):
-            for name in _names(driver, paths.blob_prefix_dir(algorithm, prefix)):
-                if (digest := paths.digest_from_blob_dir(algorithm, prefix, name)) is not None:
-                    walked()
-                    yield str(digest)
+            if paths.is_blob_prefix(prefix):
+                yield algorithm, prefix, _names(driver, paths.blob_prefix_dir(algorithm, prefix))
 
 
 def _names(driver: StorageDriver, path: str) -> list[str]:

@@ -98,9 +98,14 @@ def blob_prefix_dir(algorithm: str, prefix: str) -> str:
     return f"{blob_algorithm_dir(algorithm)}/{prefix}"
 
 
+def is_blob_prefix(name: str) -> bool:
+    """Whether ``name`` is the name of a prefix directory (``blobs/<alg>/<xx>``)."""
+    return _BLOB_PREFIX.fullmatch(name) is not None
+
+
 def digest_from_blob_dir(algorithm: str, prefix: str, name: str) -> Digest | None:
     """The digest the blob directory ``blobs/<alg>/<prefix>/<name>`` is for, or None for anything else."""
-    if not _BLOB_PREFIX.fullmatch(prefix) or not name.startswith(prefix):
+    if not is_blob_prefix(prefix) or not name.startswith(prefix):
         return None
     return Digest.parse_or_none(f"{algorithm}:{name}")
 
