@@ -252,17 +252,18 @@ def load(server: RegistryServer, size: int) -> float:
     return seconds
 
 
-def collect_dry(server: RegistryServer) -> float:
-    seconds: float = _scale_cli(server, "collect", "--delete-untagged", "--dry-run")["seconds"]
-    return seconds
+def collect_dry(server: RegistryServer) -> tuple[float, float]:
+    """A ``--delete-untagged`` dry run: its seconds and the collector's CPU seconds."""
+    done = _scale_cli(server, "collect", "--delete-untagged", "--dry-run")
+    return done["seconds"], done["cpu_seconds"]
 
 
-def collect_with_pulls(server: RegistryServer, size: int) -> tuple[float, float, float]:
+def collect_with_pulls(server: RegistryServer, size: int) -> tuple[float, float, float, float]:
     """A deleting ``--delete-untagged`` collection while manifest GETs run one after another: its
-    seconds, and the GETs' p50 and p99 in ms."""
+    seconds, the collector's CPU seconds, and the GETs' p50 and p99 in ms."""
     with _Pulls(server, size) as pulls:
-        seconds: float = _scale_cli(server, "collect", "--delete-untagged")["seconds"]
-    return (seconds, *pulls.percentiles())
+        done = _scale_cli(server, "collect", "--delete-untagged")
+    return (done["seconds"], done["cpu_seconds"], *pulls.percentiles())
 
 
 def measure_ours(size: int, workdir: Path, database_url: str | None, log: Callable[[str], None],
@@ -283,8 +284,8 @@ def measure_ours(size: int, workdir: Path, database_url: str | None, log: Callab
         client.close()
         log("requests measured")
         figures.set("retention", _retention_growth(server))
-        figures.set("gc_dry", collect_dry(server))
-        seconds, p50, p99 = collect_with_pulls(server, size)
+        figures.set("gc_dry", collect_dry(server)[0])
+        seconds, _cpu, p50, p99 = collect_with_pulls(server, size)
         figures.set("gc", seconds)
         figures.set("gc_pulls", p50, p99)
     finally:
