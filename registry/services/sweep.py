@@ -197,8 +197,9 @@ def delete_data_without_rows(driver: StorageDriver, found: list[tuple[str, int]]
     # Small transactions: pushes wait for the write lock meanwhile.
     for chunk in chunks(found, DATA_BATCH):
         held: list[str] = []
-        with locked(digest for digest, _size in chunk):
-            alive = queries.known_digests([digest for digest, _size in chunk])
+        digests = [digest for digest, _size in chunk]
+        with locked(digests):
+            alive = queries.known_digests(digests)
             for digest, size in chunk:
                 if digest not in alive:
                     freed[digest] = size if _take_blob_data(driver, Digest.parse(digest), held) else 0
