@@ -1,7 +1,8 @@
 """The collector's write transactions give SQLite's waiting writers a turn (sweep.writing): once
 they have held the lock for WRITER_BUDGET, the next one starts at least WRITER_PAUSE after the
-last one ended, and what the collector did without the lock in between counts towards the pause.
-On PostgreSQL writers wait on row locks, not by polling, and nothing pauses."""
+last one ended, and what the collector did without the lock in between counts towards the pause,
+SQLite's checkpoints in its commits included. On PostgreSQL writers wait on row locks, not by
+polling, and nothing pauses."""
 from __future__ import annotations
 
 import threading
@@ -82,3 +83,19 @@ def test_a_transaction_inside_another_pauses_nothing(clock: Clock) -> None:
         hold(clock, 0.2)
         hold(clock, 0.01)
     assert clock.slept == []
+
+
+def test_a_commit_that_checkpoints_the_log_counts_towards_the_pause_not_the_lock(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit = connection._commit
+
+    def checkpointing() -> None:
+        commit()
+        clock.now += 0.05  # copying the write-ahead log into the database, the lock released
+
+    monkeypatch.setattr(connection, "_commit", checkpointing)
+    hold(clock, 0.06)
+    hold(clock, 0.06)  # 0.12 s held, not 0.22: the writers' turn starts at this commit
+    hold(clock, 0.01)
+    assert clock.slept == ([0.05] if pausing() else [])  # its checkpoint took half the pause
