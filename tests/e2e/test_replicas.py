@@ -148,10 +148,17 @@ def test_a_token_made_on_one_replica_works_on_the_other_until_revoked_there(star
     assert answers(one) == answers(two) == {401}
 
 
+# The collections the test waits for, each overlapping at least OVERLAPPING acknowledged pushes (an
+# image acknowledged while it ran). Alone on two cores one collection takes 3 to 4 s and overlaps 11
+# to 30 pushes; a machine busy with other tests stretches both alike.
+COLLECTIONS, OVERLAPPING = 3, 5
+
+
 def test_collecting_on_one_replica_while_pushing_through_the_other_loses_nothing(start_cluster) -> None:
     cluster = start_cluster()
     pusher = Registry(cluster.replicas[1].host)
     pushed: list[tuple[str, list[str]]] = []
+    acknowledged: list[tuple[float, float]] = []  # when each push (kept or deleted) began and ended
     failures: list[str] = []
     stop = threading.Event()
 
@@ -162,36 +169,52 @@ def test_collecting_on_one_replica_while_pushing_through_the_other_loses_nothing
             name = f"gc/w{worker}"
             shared = b"shared base layer" * 1000
             layers = [shared, os.urandom(64 * 1024 + random.randrange(1024))]
+            began = time.monotonic()
             try:
                 manifest_digest, _ = pusher.push_image(name, f"t{n}", layers)
             except AssertionError as exc:  # the collector won a race: the client pushes again
                 failures.append(str(exc)[:200])
                 continue
+            acknowledged.append((began, time.monotonic()))
             if n % 3 == 0:  # make garbage for the collector: an image deleted as soon as pushed
                 assert pusher.request("DELETE", f"/v2/{name}/manifests/{manifest_digest}").status == 202
             else:
                 pushed.append((name, [manifest_digest, *(digest(layer) for layer in layers)]))
 
     collections: list[str] = []
+    spans: list[tuple[float, float]] = []
+
+    def overlapping(span: tuple[float, float]) -> int:
+        return sum(1 for began, ended in list(acknowledged) if began < span[1] and ended > span[0])
+
+    def enough() -> bool:
+        return (len(pushed) >= 10 and any("removed blob" in c for c in collections)
+                and sum(overlapping(span) >= OVERLAPPING for span in spans) >= COLLECTIONS)
 
     def collect() -> None:
         while not stop.is_set():
+            began = time.monotonic()
             done = cluster.replicas[0].manage("garbagecollect", "--delete-untagged", "--grace-hours", "0")
+            spans.append((began, time.monotonic()))
             collections.append(done.stdout + done.stderr)
+            if enough():  # decided here, so that no further collection starts only to be waited for
+                stop.set()
 
     workers = [threading.Thread(target=push, args=(w,)) for w in range(3)] + [threading.Thread(target=collect)]
     for thread in workers:
         thread.start()
-    # 25 s of pushing and at least two whole collections during it: on a machine busy with other
-    # tests one collection can take most of 25 s, so the pushing goes on until the second ends.
-    started = time.monotonic()
-    while time.monotonic() - started < 25 or (len(collections) < 2 and time.monotonic() - started < 120):
-        time.sleep(0.5)
+    # Pushing goes on until COLLECTIONS whole collections have each overlapped OVERLAPPING pushes (the
+    # collector stops everything then); a collection can take most of a minute on a busy machine.
+    stop.wait(180)
     stop.set()
     for thread in workers:
         thread.join()
 
+    overlaps = [overlapping(span) for span in spans]
+    assert sum(n >= OVERLAPPING for n in overlaps) >= COLLECTIONS, (overlaps, len(pushed), len(failures))
     assert len(pushed) >= 10 and len(collections) >= 2, (len(pushed), len(collections))
+    print(f"\n{len(collections)} collections overlapping {overlaps} acknowledged pushes; {len(pushed)} images kept, "
+          f"{len(failures)} pushes lost a race to the collector and were pushed again")
     assert any("removed blob" in c for c in collections), collections[-1]
     reader = Registry(cluster.host)
     for name, (manifest_digest, *blob_digests) in pushed:
