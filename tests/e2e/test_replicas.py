@@ -18,17 +18,42 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from tests.e2e.conftest import require_tool
+from tests.e2e.conftest import require_tool, unavailable
 from tests.faults.wire import MiB, Registry, digest
 from tests.support.auth import write_htpasswd
 from tests.support.cluster import Cluster
 from tests.support.images import build_image
-from tests.support.postgres import Postgres
-from tests.support.rgw import RGW
+from tests.support.postgres import Postgres, start_postgres
+from tests.support.rgw import RGW, RGWUnavailable, start_rgw
 from tests.support.server import read_access_log
 
 pytestmark = pytest.mark.e2e
 OCTET = "application/octet-stream"
+
+
+# A PostgreSQL and an RGW of this module's own (not the session's, tests/e2e/conftest.py): its tests
+# push for minutes, and on the session's they would run in one pytest-xdist process, one after the
+# other, with every other test that uses those (tests/support/parallel.py). Starting them costs about
+# 2 s of CPU (RGW's 13 s are mostly waiting for its daemons).
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Postgres]:
+    try:
+        cluster = start_postgres()
+    except RuntimeError as exc:
+        unavailable(str(exc))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def rgw() -> Iterator[RGW]:
+    os.environ.pop("AWS_CA_BUNDLE", None)  # as the session's fixture: plain HTTP on loopback
+    try:
+        server = start_rgw()
+    except RGWUnavailable as exc:
+        unavailable(str(exc))
+    yield server
+    server.stop()
 
 
 @pytest.fixture
