@@ -249,11 +249,13 @@ def verify(host: str, ledger: Ledger) -> list[str]:
     return wrong
 
 
-def run_load(host: str, clients: int, during: Callable[[], None]) -> tuple[Ledger, Outcomes, list[str]]:
+def run_load(host: str, clients: int, during: Callable[[], None], outcomes: Outcomes | None = None
+             ) -> tuple[Ledger, Outcomes, list[str]]:
     """``clients`` clients push, pull and delete through ``host`` while ``during()`` runs (the
     fault), then until the ledger holds enough to check (``Ledger.exercised``), within
-    EXERCISE_DEADLINE."""
-    ledger, outcomes, problems, stop = Ledger(), Outcomes(), [], threading.Event()
+    EXERCISE_DEADLINE. ``outcomes``: where the answers go (``during`` may read them as they come)."""
+    ledger, problems, stop = Ledger(), [], threading.Event()
+    outcomes = Outcomes() if outcomes is None else outcomes
     threads = [LoadClient(n, host, ledger, outcomes, stop, problems) for n in range(clients)]
     for thread in threads:
         thread.start()
