@@ -83,9 +83,9 @@ def unavailable(message: str) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
-def rgw() -> Iterator[RGW]:
-    """One Ceph RGW for the whole run (it takes about 15 s to start)."""
+def running_rgw() -> Iterator[RGW]:
+    """A Ceph RGW for a fixture's scope: the session's, or a module's own when its tests kill it or
+    would keep the session's busy for minutes (it takes about 15 s to start)."""
     os.environ.pop("AWS_CA_BUNDLE", None)  # plain HTTP on loopback; botocore would still load it
     try:
         server = start_rgw()
@@ -95,15 +95,26 @@ def rgw() -> Iterator[RGW]:
     server.stop()
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
-    """One throwaway PostgreSQL cluster for the whole run; tests take a database each."""
+def running_postgres() -> Iterator[Postgres]:
+    """A throwaway PostgreSQL cluster for a fixture's scope (the session's, or a module's own)."""
     try:
         cluster = start_postgres()
     except RuntimeError as exc:
         unavailable(str(exc))
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def rgw() -> Iterator[RGW]:
+    """One Ceph RGW for the whole run."""
+    yield from running_rgw()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """One throwaway PostgreSQL cluster for the whole run; tests take a database each."""
+    yield from running_postgres()
 
 
 def _engine() -> Iterator[Docker]:

@@ -20,11 +20,11 @@ from typing import Iterator
 
 import pytest
 
-from tests.e2e.conftest import unavailable
+from tests.e2e.conftest import running_rgw, unavailable
 from tests.support.cluster import Cluster
 from tests.support.ledger import Outcomes, run_load, unresumable_sessions, verify
 from tests.support.patroni import PatroniCluster, PatroniUnavailable, PrimaryBalancer, start_patroni
-from tests.support.rgw import RGW, RGWUnavailable, start_rgw
+from tests.support.rgw import RGW
 
 CLIENTS = 8
 SETTLE = 4.0  # seconds of load before the fault, and after the cluster has settled again
@@ -36,12 +36,7 @@ WINDOW_BOUND = 60.0
 @pytest.fixture(scope="module")
 def store() -> Iterator[RGW]:
     """An RGW of this module's own: its tests run for minutes, apart from the suite's shared one."""
-    try:
-        server = start_rgw()
-    except RGWUnavailable as exc:
-        unavailable(str(exc))
-    yield server
-    server.stop()
+    yield from running_rgw()
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,13 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from tests.e2e.conftest import require_tool, unavailable
+from tests.e2e.conftest import require_tool, running_postgres, running_rgw
 from tests.faults.wire import MiB, Registry, digest
 from tests.support.auth import write_htpasswd
 from tests.support.cluster import Cluster
 from tests.support.images import build_image
-from tests.support.postgres import Postgres, start_postgres
-from tests.support.rgw import RGW, RGWUnavailable, start_rgw
+from tests.support.postgres import Postgres
+from tests.support.rgw import RGW
 from tests.support.server import read_access_log
 
 pytestmark = pytest.mark.e2e
@@ -37,23 +37,12 @@ OCTET = "application/octet-stream"
 # 2 s of CPU (RGW's 13 s are mostly waiting for its daemons).
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[Postgres]:
-    try:
-        cluster = start_postgres()
-    except RuntimeError as exc:
-        unavailable(str(exc))
-    yield cluster
-    cluster.stop()
+    yield from running_postgres()
 
 
 @pytest.fixture(scope="module")
 def rgw() -> Iterator[RGW]:
-    os.environ.pop("AWS_CA_BUNDLE", None)  # as the session's fixture: plain HTTP on loopback
-    try:
-        server = start_rgw()
-    except RGWUnavailable as exc:
-        unavailable(str(exc))
-    yield server
-    server.stop()
+    yield from running_rgw()
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from django.db.utils import ConnectionHandler
 
 from regsite import database_url
 from regsite import db as db_module
-from tests.e2e.conftest import unavailable
+from tests.e2e.conftest import running_postgres
 from tests.support.faultproxy import PASS, STALL, FaultProxy
-from tests.support.postgres import Postgres, start_postgres
+from tests.support.postgres import Postgres
 
 pytestmark = pytest.mark.e2e
 
@@ -22,12 +22,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def server() -> Iterator[Postgres]:
     """A cluster of this module's own: its tests stop and restart it."""
-    try:
-        cluster = start_postgres()
-    except RuntimeError as exc:
-        unavailable(str(exc))
-    yield cluster
-    cluster.stop()
+    yield from running_postgres()
 
 
 def _wrapper(url: str, answer_timeout: float | None = None, **database: Any) -> Any:

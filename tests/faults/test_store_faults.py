@@ -17,10 +17,10 @@ import pytest
 
 from registry.storage.driver import StorageError
 from registry.storage.s3 import S3Driver
-from tests.e2e.conftest import unavailable
+from tests.e2e.conftest import running_rgw
 from tests.support.faultproxy import PASS, RESET, STALL, FaultProxy
 from tests.support.ledger import Outcomes, run_load, unresumable_sessions, verify
-from tests.support.rgw import RGW, RGWUnavailable, start_rgw
+from tests.support.rgw import RGW
 from tests.support.server import RegistryServer
 
 pytestmark = pytest.mark.e2e
@@ -37,12 +37,7 @@ SLACK = 4.0  # a machine running other suites at a load of 10 to 18
 @pytest.fixture(scope="module")
 def store() -> Iterator[RGW]:
     """An RGW of this module's own: its gateway is killed and started again."""
-    try:
-        server = start_rgw()
-    except RGWUnavailable as exc:
-        unavailable(str(exc))
-    yield server
-    server.stop()
+    yield from running_rgw()
 
 
 @pytest.fixture
