@@ -96,6 +96,6 @@ def test_a_commit_that_checkpoints_the_log_counts_towards_the_pause_not_the_lock
 
     monkeypatch.setattr(connection, "_commit", checkpointing)
     hold(clock, 0.06)
-    hold(clock, 0.06)  # 0.12 s held, not 0.22: the writers' turn starts at this commit
+    hold(clock, 0.06)  # 0.12 s held, the commits' 0.05 s each not counted: the writers' turn starts here
     hold(clock, 0.01)
     assert clock.slept == ([0.05] if pausing() else [])  # its checkpoint took half the pause
