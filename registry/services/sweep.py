@@ -99,14 +99,14 @@ def writing() -> Iterator[None]:
         yield
         ended = time.monotonic()
     if pausing:
-        _held(ended - started, ended)
+        _held(started, ended)
 
 
 _turns = threading.local()
 
 
-def _held(seconds: float, ended: float) -> None:
-    _turns.held = getattr(_turns, "held", 0.0) + seconds
+def _held(started: float, ended: float) -> None:
+    _turns.held = getattr(_turns, "held", 0.0) + ended - started
     if _turns.held >= WRITER_BUDGET:
         _turns.held = 0.0
         _turns.released = ended  # writers' turn from the commit on, for WRITER_PAUSE
