@@ -163,9 +163,15 @@ def test_a_token_made_on_one_replica_works_on_the_other_until_revoked_there(star
 
 
 # The collections the test waits for, each overlapping at least OVERLAPPING acknowledged pushes (an
-# image acknowledged while it ran). Alone on two cores one collection takes 3 to 4 s and overlaps 11
-# to 30 pushes; a machine busy with other tests stretches both alike.
+# image acknowledged while it ran). Alone on two cores one collection takes 3 to 4 s; a machine busy
+# with other tests stretches it and the pushes alike.
 COLLECTIONS, OVERLAPPING = 3, 5
+# After each push a pusher rests as long as the push took, and at least PUSH_PAUSE. Back to back, the
+# three overlapped 12 to 38 pushes a collection, and on a busy machine their load on the replica, RGW
+# and PostgreSQL (which the collector shares) stretched the collections until the test ran into its
+# cap. Resting keeps them pushing all through each collection at half their rate or less, on any
+# machine: pushes and collections slow down alike, so a collection still overlaps about as many.
+PUSH_PAUSE = 0.3
 
 
 def test_collecting_on_one_replica_while_pushing_through_the_other_loses_nothing(start_cluster) -> None:
@@ -194,6 +200,7 @@ def test_collecting_on_one_replica_while_pushing_through_the_other_loses_nothing
                 assert pusher.request("DELETE", f"/v2/{name}/manifests/{manifest_digest}").status == 202
             else:
                 pushed.append((name, [manifest_digest, *(digest(layer) for layer in layers)]))
+            stop.wait(max(PUSH_PAUSE, time.monotonic() - began))
 
     collections: list[str] = []
     spans: list[tuple[float, float]] = []
