@@ -144,7 +144,9 @@ class Cluster:
             # Each replica logs every request with its worker's pid (tests see who served what).
             logged = access_log_env(workdir / "access.log")
             server = RegistryServer(workdir, env_overrides=self.env(**logged, **extra))
-            self.replicas.append(server.start())
+            # Migrated once, before the replicas serve, as docs/deployment/replicas.md says to run it
+            # (the first replica's start runs it; each run costs a Django start, 1.4 s of CPU).
+            self.replicas.append(server.start(migrate=n == 1))
         self.balancer = LoadBalancer(self.workdir / "lb", [r.host for r in self.replicas]).start()
         return self
 
