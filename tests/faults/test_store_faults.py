@@ -26,6 +26,10 @@ from tests.support.server import RegistryServer
 pytestmark = pytest.mark.e2e
 
 CLIENTS = 4
+# Each client's mean pause between one image and the next (tests/support/ledger.py): back to back,
+# the four spent most of the test's CPU on the registry and RGW between the faults. A client
+# retrying a 503 does not pause.
+REST = 0.5
 TIMEOUT, COPY_TIMEOUT, ATTEMPTS = 2, 3, 2  # [storage] s3_timeout, s3_copy_timeout and s3_max_attempts
 # One call to the store: each attempt connects and waits for bytes (TIMEOUT each at most; a copy or
 # the completion of a multipart upload COPY_TIMEOUT for bytes), with botocore's backoff between
@@ -123,7 +127,7 @@ def test_a_store_that_stalls_then_resets_fails_requests_within_the_deadline(regi
             time.sleep(0.2)
 
     try:
-        ledger, outcomes, problems = run_load(server.host, CLIENTS, faults, answers)
+        ledger, outcomes, problems = run_load(server.host, CLIENTS, faults, answers, rest=REST)
     finally:
         watch.done.set()
         watch.join()
@@ -167,7 +171,7 @@ def test_pushes_go_on_after_the_store_is_killed_and_started_again(registry, stor
         marks["back"] = time.monotonic()
         time.sleep(8)
 
-    ledger, outcomes, problems = run_load(server.host, CLIENTS, crash)
+    ledger, outcomes, problems = run_load(server.host, CLIENTS, crash, rest=REST)
     window = outcomes.window()
     print(f"\nRGW killed for 6 s: window {window[1] if window else 0:.1f} s, answers "
           f"{dict(sorted(outcomes.counts().items()))}")

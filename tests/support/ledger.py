@@ -104,12 +104,14 @@ class Unavailable(Exception):
 
 class LoadClient(threading.Thread):
     """Pushes images (small layers, every fifth a large one), pulls acknowledged ones back, deletes
-    some; every request's outcome goes to ``outcomes``, every acknowledgement to ``ledger``."""
+    some; every request's outcome goes to ``outcomes``, every acknowledgement to ``ledger``. Between
+    one image and the next it rests ``rest`` seconds on average (0: not at all)."""
 
     def __init__(self, number: int, host: str, ledger: Ledger, outcomes: Outcomes, stop: threading.Event,
-                 problems: list[str]) -> None:
+                 problems: list[str], rest: float = 0.0) -> None:
         super().__init__(daemon=True, name=f"load-{number}")
         self.number, self.ledger, self.outcomes, self.stop, self.problems = number, ledger, outcomes, stop, problems
+        self.rest = rest
         self.registry = Registry(host, timeout=90)
         self.repository = f"load/c{number}"
         self.random = random.Random(number)
@@ -213,6 +215,8 @@ class LoadClient(threading.Thread):
                 if serial % DELETE_EVERY == DELETE_EVERY - 1:
                     self.delete_one()
                 serial += 1
+                if self.rest:  # drawn about it, so that the clients do not fall into step and rest at once
+                    self.stop.wait(self.random.uniform(0, 2 * self.rest))
         except Unavailable as exc:
             self.problems.append(f"client {self.number}: {exc}")
 
@@ -249,14 +253,15 @@ def verify(host: str, ledger: Ledger) -> list[str]:
     return wrong
 
 
-def run_load(host: str, clients: int, during: Callable[[], None], outcomes: Outcomes | None = None
-             ) -> tuple[Ledger, Outcomes, list[str]]:
+def run_load(host: str, clients: int, during: Callable[[], None], outcomes: Outcomes | None = None,
+             rest: float = 0.0) -> tuple[Ledger, Outcomes, list[str]]:
     """``clients`` clients push, pull and delete through ``host`` while ``during()`` runs (the
     fault), then until the ledger holds enough to check (``Ledger.exercised``), within
-    EXERCISE_DEADLINE. ``outcomes``: where the answers go (``during`` may read them as they come)."""
+    EXERCISE_DEADLINE. ``outcomes``: where the answers go (``during`` may read them as they come);
+    ``rest``: each client's mean pause between one image and the next."""
     ledger, problems, stop = Ledger(), [], threading.Event()
     outcomes = Outcomes() if outcomes is None else outcomes
-    threads = [LoadClient(n, host, ledger, outcomes, stop, problems) for n in range(clients)]
+    threads = [LoadClient(n, host, ledger, outcomes, stop, problems, rest) for n in range(clients)]
     for thread in threads:
         thread.start()
     try:
