@@ -57,11 +57,15 @@ class Docker:
 
     def _start(self, dockerd: str, driver: str, timeout: float) -> "Docker":
         log = (self.root / "dockerd.log").open("ab")
+        # containerd writes its goroutine dumps (containerd.<pid>.stacks.log) to the temp directory
+        # when it is signalled on the way down: into the engine's root, removed with it, not /tmp.
+        scratch = self.root / "tmp"
+        scratch.mkdir(exist_ok=True)
         self.process = subprocess.Popen(
             [dockerd, "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
              "--pidfile", str(self.root / "docker.pid"), "-H", self.socket, "--bridge", "none",
              "--iptables=false", "--ip-masq=false", "--storage-driver", driver, *self.options],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "TMPDIR": str(scratch)})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
