@@ -170,7 +170,8 @@ COLLECTIONS, OVERLAPPING = 3, 5
 # three overlapped 12 to 38 pushes a collection, and on a busy machine their load on the replica, RGW
 # and PostgreSQL (which the collector shares) stretched the collections until the test ran into its
 # cap. Resting keeps them pushing all through each collection at half their rate or less, on any
-# machine: pushes and collections slow down alike, so a collection still overlaps about as many.
+# machine: pushes and collections slow down alike (alone, 3 to 16 pushes overlapped a collection, and
+# a fourth collection ran when one of the first three overlapped fewer than OVERLAPPING).
 PUSH_PAUSE = 0.3
 
 
