@@ -215,7 +215,7 @@ class LoadClient(threading.Thread):
                 if serial % DELETE_EVERY == DELETE_EVERY - 1:
                     self.delete_one()
                 serial += 1
-                if self.rest:  # drawn about it, so that the clients do not fall into step and rest at once
+                if self.rest:  # random around it: clients resting in step would leave moments with none in flight
                     self.stop.wait(self.random.uniform(0, 2 * self.rest))
         except Unavailable as exc:
             self.problems.append(f"client {self.number}: {exc}")
