@@ -403,21 +403,25 @@ def test_the_collectors_check_of_the_big_repositorys_links_builds_no_index(big, 
 
 
 def test_the_collectors_candidate_page_reads_the_rows_of_untagged_manifests_only(big) -> None:
-    # A --delete-untagged collection walks a repository's manifests in digest order for those no
+    # A --delete-untagged collection walks a repository's manifests in push order for those no
     # tag keeps. SQLite tested each manifest's age from its row before probing its tags: it read
     # every row of the big repository (its body too), 0.38 s of a 100,000-image dry run's 2.6.
     # The age is now asked after the tag probe, so only the untagged rows are read.
     big_id = Repository.objects.get(name=content.BIG).id
     roots = reachability.untagged_roots(timezone.now())
-    statements = _statements(lambda: reachability.candidates(big_id, roots))
+    first = reachability.candidates(big_id, roots)
+    statements = _statements(lambda: reachability.candidates(big_id, roots, first[-1]))
     assert len(statements) == 1
     if POSTGRES:  # a page of 200 untagged manifests: 2,000 of the big repository's, each probed for tags
-        _check_postgres(statements[0], "uniq_manifest_digest", bound=40 * reachability.PAGE)
+        _check_postgres(statements[0], "manifest_pushed_idx", bound=40 * reachability.PAGE)
         return
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN QUERY PLAN {statements[0]}")
         steps = [row[-1] for row in cursor.fetchall()]
     shown = "\n".join(steps)
+    # Along the push-order index from the page before, with no sort: a page's deletions then lie
+    # together in the table and its indexes (registry.queries.graph.candidate_page).
+    assert "manifest_pushed_idx (repository_id=? AND " in steps[0] and "TEMP B-TREE" not in shown, shown
     tag_probe = next(n for n, step in enumerate(steps) if "registry_tag_manifest_id" in step)
     row_reads = [n for n, step in enumerate(steps) if "INTEGER PRIMARY KEY" in step]
     assert row_reads and min(row_reads) > tag_probe, shown

@@ -149,7 +149,7 @@ class _Run:
     def _collect_manifests(self, repository: queries.NamedRepository, roots: reachability.Roots) -> None:
         """A page of candidates at a time, each decided and (unless a dry run) deleted in one
         transaction holding the repository's lock, so that no push makes one reachable between."""
-        after = ""
+        after: queries.GraphNode | None = None
         while True:
             if self.options.dry_run:
                 page = reachability.candidates(repository.id, roots, after)
@@ -166,7 +166,7 @@ class _Run:
             self.result.manifests += len(doomed)
             if len(page) < reachability.PAGE:
                 return  # the last page: no second transaction per repository to find it empty
-            after = page[-1].digest
+            after = page[-1]
 
     def _hold_doomed(self, manifest_ids: list[int]) -> None:
         if manifest_ids:

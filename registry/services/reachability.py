@@ -9,7 +9,7 @@ caller's (``Roots``):
   a push within ``untagged_after_hours`` or a pull within ``pulled_within_days``; a referrer
   follows its subject and is a root only through an immutable tag.
 
-The database hands out candidates (what it can tell is no root) a page at a time, in digest order;
+The database hands out candidates (what it can tell is no root) a page at a time, in push order;
 each is decided by walking up from it, to the indexes listing it and to its subject, until a root
 or nothing is left. The work and the memory follow the page and its ancestors, not the repository:
 loading a repository of a million manifests to walk it down from its tags took gigabytes.
@@ -55,15 +55,18 @@ def untagged_roots(cutoff: datetime) -> Roots:
     return Roots(pushed_after=cutoff)
 
 
-def pages(repository_id: int, roots: Roots, after: str = "") -> Iterator[list[GraphNode]]:
-    """The repository's candidates a page at a time, in digest order after ``after`` (read
-    afresh for each page: a caller may delete a page before asking for the next)."""
+def pages(repository_id: int, roots: Roots) -> Iterator[list[GraphNode]]:
+    """The repository's candidates a page at a time, in push order (each page read afresh after
+    the one before: a caller may delete a page before asking for the next)."""
+    after = None
     while page := candidates(repository_id, roots, after):
-        after = page[-1].digest
+        after = page[-1]
         yield page
 
 
-def candidates(repository_id: int, roots: Roots, after: str = "", limit: int = PAGE) -> list[GraphNode]:
+def candidates(repository_id: int, roots: Roots, after: GraphNode | None = None,
+               limit: int = PAGE) -> list[GraphNode]:
+    """A page of candidates, after ``after`` (the last node of the page before) in push order."""
     pulled_before = roots.pulled_after or NEVER
     return queries.candidate_page(repository_id, after, limit, roots.pushed_after, pulled_before,
                                   roots.referrers_follow, roots.without_removed)
