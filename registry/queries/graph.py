@@ -68,7 +68,7 @@ def _node(row: Sequence[Any]) -> GraphNode:
 def _candidates_sql(referrers_follow: bool, without_removed: bool, resumed: bool) -> str:
     # Candidates: what no tag keeps and is not young. Under a retention rule (referrers_follow), a
     # referrer is a candidate whatever its tags and age: it follows its subject.
-    # A scalar subquery, probed row by row along the repository's digest index until the page is
+    # A scalar subquery, probed row by row along the repository's push-order index until the page is
     # full: as NOT EXISTS, PostgreSQL hashed every tag and read the whole repository for each page.
     # Written as "<> 1", which it estimates true for most rows (as "IS NULL", for almost none, and
     # then it read the whole repository to sort it rather than walk the index to a full page).
