@@ -24,7 +24,7 @@ class Blob(models.Model):
 
     digest = models.CharField(max_length=200, unique=True)
     size = models.BigIntegerField()
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)  # compared in a digest range, never indexed
 
     def __str__(self) -> str:
         return self.digest
