@@ -113,11 +113,11 @@ class AddByteOrderIndex(Operation):
 
 class DropColumnIndex(Operation):
     """Drop the single-column index Django made for a field (``db_index``, or a foreign key's)
-    that a composite index starting with the same column covers already, or that nothing reads
-    (every write still pays for it). Beside a composite
-    unique constraint on (repository, ...) the planner picked the narrow one for a tiny
-    repository's rows and then, for a big one, filtered every row; beside a wider index it is
-    only one more to write. The model says ``db_index=False`` (a state operation beside this one)."""
+    that a composite index starting with the same column covers already, or that nothing reads.
+    Beside a composite unique constraint on (repository, ...) the planner picked the narrow one
+    for a tiny repository's rows and then, for a big one, filtered every row; beside a wider index,
+    or read by nothing, it is only one more to write. The model says ``db_index=False`` (a state
+    operation beside this one)."""
 
     reversible = True
 
