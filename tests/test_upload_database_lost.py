@@ -4,6 +4,7 @@ of 416 "another chunk of this upload is in progress" until the lease ran out (60
 from __future__ import annotations
 
 import time
+from typing import Iterator
 
 import pytest
 from django.db import OperationalError
@@ -13,6 +14,18 @@ from registry.services import lease_release
 from tests.support.registry_client import digest_of, patch, put_upload, start_upload
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the lease is given back by another thread
+
+
+@pytest.fixture(autouse=True)
+def _retry_thread_stopped() -> Iterator[None]:
+    """A test ends once the retry thread has stopped: it opens a database connection of its own,
+    and PostgreSQL refuses to drop a test database someone is connected to (a clean-clone run
+    warned so when the thread was still between its last release and closing its connection)."""
+    yield
+    deadline = time.monotonic() + 10
+    while lease_release._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert lease_release._thread is None
 
 
 def _fail_once(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
