@@ -32,6 +32,7 @@ from registry.services import reachability
 from registry.models import Blob, BlobLink, Manifest, ManifestReference, Repository, Tag
 from tests.support import scale
 from tests.support import scale_content as content
+from tests.support.schema import indexes_on
 from tests.support.ui_fixtures import plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -262,15 +263,6 @@ def test_the_collectors_check_of_a_range_of_blobs_reads_no_reference_row(big, di
     assert [s for s in steps if "USING COVERING INDEX reference_digest_idx (digest=? AND kind=?)" in s], steps
 
 
-def _indexes_on(model: type[Any], field: str) -> tuple[str, ...]:
-    """The names of the indexes of ``field`` alone (PostgreSQL adds a _like twin to a text one's)."""
-    column = model._meta.get_field(field).column
-    with connection.cursor() as cursor:
-        found = connection.introspection.get_constraints(cursor, model._meta.db_table)
-    names = [name for name, info in found.items() if info["columns"] == [column] and not info["primary_key"]]
-    return tuple(sorted(names, key=lambda name: name.endswith("_like")))
-
-
 @pytest.mark.parametrize("repository", [content.BIG, SMALL])
 @pytest.mark.parametrize("shared", [True, False])
 def test_a_blob_in_a_repository_is_found_from_the_blob(big, repository: str, shared: bool) -> None:
@@ -283,7 +275,7 @@ def test_a_blob_in_a_repository_is_found_from_the_blob(big, repository: str, sha
     # The blob by its digest, then its link: by both columns, or (PostgreSQL, for a blob of few
     # links) by the blob's, which the bound on the rows read keeps honest.
     _check(lambda: queries.linked_blob(repository, digest),
-           ("uniq_blob_link", *_indexes_on(BlobLink, "blob"), *_indexes_on(Blob, "digest")),
+           ("uniq_blob_link", *indexes_on(BlobLink, "blob"), *indexes_on(Blob, "digest")),
            ("(repository_id=? AND blob_id=?)", "sqlite_autoindex_registry_blob_1 (digest=?)"))
 
 

@@ -11,15 +11,10 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from registry.models import Blob
+from tests.support.schema import indexes_on
 
 BEFORE = [("registry", "0010_reference_digest_covering")]
 AFTER = [("registry", "0011_blob_created_unindexed")]
-
-
-def _indexes_of_created_at() -> list[str]:
-    with connection.cursor() as cursor:
-        found = connection.introspection.get_constraints(cursor, Blob._meta.db_table)
-    return [name for name, info in found.items() if info["index"] and info["columns"] == ["created_at"]]
 
 
 def _migrate(to: list[tuple[str, str]]) -> None:
@@ -30,16 +25,16 @@ def _migrate(to: list[tuple[str, str]]) -> None:
 
 @pytest.mark.django_db
 def test_a_blob_has_no_index_of_its_creation_time() -> None:
-    assert _indexes_of_created_at() == []
+    assert indexes_on(Blob, "created_at") == ()
 
 
 @pytest.mark.django_db(transaction=True)  # the migration is not atomic (CONCURRENTLY on PostgreSQL)
 def test_the_migration_drops_the_index_and_builds_it_again_backwards() -> None:
     try:
         _migrate(BEFORE)
-        assert len(_indexes_of_created_at()) == 1
+        assert len(indexes_on(Blob, "created_at")) == 1
         Blob.objects.create(digest="sha256:" + "a" * 64, size=1)  # the old schema takes the model's rows
     finally:
         _migrate(AFTER)
-    assert _indexes_of_created_at() == []
+    assert indexes_on(Blob, "created_at") == ()
     assert Blob.objects.filter(size=1).count() == 1
