@@ -85,8 +85,10 @@ def collect(options: Options, report: Report = sweep.silent) -> Result:
                 run.manifests()
             run.links()
             run.blobs()
+        sweep.finish_deletions()  # before the orphaned-file sweep empties what crashes left in the trash
         run.orphaned_files()
     finally:
+        sweep.finish_deletions()
         if run.holding_doomed:
             queries.forget_doomed()
     if not options.dry_run and current_policies().quotas:

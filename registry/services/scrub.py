@@ -130,7 +130,10 @@ def _repair(drv: StorageDriver, problem: Problem) -> Problem:
 def _check_files(
     drv: StorageDriver, repair: bool, cutoff: datetime, found: Callable[[Problem], None]
 ) -> None:
-    for orphans in sweep.files_without_rows(drv, cutoff):
-        removed = sweep.delete_data_without_rows(drv, orphans) if repair else {}
-        for digest, size in orphans:
-            found(Problem(ORPHANED, digest, f"{size} bytes of data without a blob row", digest in removed))
+    try:
+        for orphans in sweep.files_without_rows(drv, cutoff):
+            removed = sweep.delete_data_without_rows(drv, orphans) if repair else {}
+            for digest, size in orphans:
+                found(Problem(ORPHANED, digest, f"{size} bytes of data without a blob row", digest in removed))
+    finally:
+        sweep.finish_deletions()

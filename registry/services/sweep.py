@@ -30,6 +30,9 @@ RANGE = 2000  # rows a collection examines per statement
 # Blobs whose data goes per write transaction: their files are deleted under the lock (on SQLite,
 # the database's), a few ms each on a busy disk; 50 kept pulls waiting up to a second (bench scale).
 DATA_BATCH = 10
+# Data taken out of the tree waits in the trash for the writers' turn (see writing), up to this
+# many entries.
+DEFERRED_AT_MOST = 1000
 WRITER_BUDGET = 0.1  # seconds of lock held between pauses, see writing
 WRITER_PAUSE = 0.1  # seconds
 PROGRESS_EVERY = 10_000
@@ -116,8 +119,26 @@ def _wait_turn() -> None:
     released: float | None = getattr(_turns, "released", None)
     if released is not None:
         _turns.released = None
+        finish_deletions()  # work without the lock: done in the writers' turn, not after a sleep
         if (left := released + WRITER_PAUSE - time.monotonic()) > 0:
             time.sleep(left)
+
+
+def _deferred() -> list[tuple[StorageDriver, str]]:
+    pending: list[tuple[StorageDriver, str]] | None = getattr(_turns, "deferred", None)
+    if pending is None:
+        pending = _turns.deferred = []
+    return pending
+
+
+def finish_deletions() -> None:
+    """Delete what ``delete_data_without_rows`` took out of the tree and left in the trash. A
+    collection or scrub calls it before it ends; a crash before leaves the entries to the next
+    collection's ``empty_trash``."""
+    pending = _deferred()
+    while pending:
+        driver, path = pending.pop()
+        delete_if_exists(driver, path)
 
 
 @contextmanager
@@ -200,6 +221,11 @@ def delete_data_without_rows(driver: StorageDriver, found: list[tuple[str, int]]
     and pulls wait for, and the collector pauses for as long as it held it (``writing``), so the
     unlinking of each file counted twice and made everyone wait. For the same reason the sizes
     come from the caller, not from a stat of each file under the lock.
+
+    The renamed data is deleted in the writers' next turn (the pause of ``writing``), which the
+    collector otherwise slept through: the unlink and rmdir of a blob's data take about 0.3 ms,
+    a fifth of a deleting collection's time, as long as its pauses. Up to DEFERRED_AT_MOST
+    entries wait; the caller deletes the rest with ``finish_deletions``.
     """
     freed: dict[str, int] = {}
     # Small transactions: pushes wait for the write lock meanwhile.
@@ -211,8 +237,10 @@ def delete_data_without_rows(driver: StorageDriver, found: list[tuple[str, int]]
             for digest, size in chunk:
                 if digest not in alive:
                     freed[digest] = size if _take_blob_data(driver, Digest.parse(digest), held) else 0
-        for path in held:
-            delete_if_exists(driver, path)
+        pending = _deferred()
+        pending.extend((driver, path) for path in held)
+        if len(pending) >= DEFERRED_AT_MOST:
+            finish_deletions()
     return freed
 
 
