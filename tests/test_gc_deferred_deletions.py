@@ -51,8 +51,9 @@ def waiting(driver: StorageDriver) -> int:
 def test_taken_data_is_deleted_in_the_writers_next_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sweep, "WRITER_BUDGET", 0.0)  # every transaction ends with the writers' turn
     monkeypatch.setattr(sweep, "WRITER_PAUSE", 0.0)
+    monkeypatch.setattr(sweep, "DATA_BATCH", 10)
     driver = default_driver()
-    found = data_without_rows(driver, 25)  # three transactions of DATA_BATCH (10)
+    found = data_without_rows(driver, 25)  # three transactions of 10
 
     assert sweep.delete_data_without_rows(driver, found) == dict(found)
 
@@ -67,6 +68,7 @@ def test_taken_data_is_deleted_in_the_writers_next_turn(monkeypatch: pytest.Monk
 def test_no_more_than_deferred_at_most_entries_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sweep, "WRITER_BUDGET", 3600.0)  # no writers' turn comes
     monkeypatch.setattr(sweep, "DEFERRED_AT_MOST", 20)
+    monkeypatch.setattr(sweep, "DATA_BATCH", 10)
     driver = default_driver()
 
     sweep.delete_data_without_rows(driver, data_without_rows(driver, 25))
