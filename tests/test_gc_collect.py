@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import timedelta
 from typing import Callable
 
@@ -15,6 +14,7 @@ from registry.models import Blob, BlobLink, Manifest, ManifestReference, Tag, Up
 from registry.services import blobs, gc, manifests, sweep, uploads
 from registry.storage import default_driver, paths
 from tests.support.lifecycle import (
+    age_data,
     age_everything,
     digest_of,
     has_data,
@@ -162,8 +162,7 @@ def test_it_removes_data_files_left_without_a_row() -> None:
     push_blob("team/app", data)
     Blob.objects.filter(digest=digest_of(data)).delete()  # a collection that died after its commit
     path = default_driver().root / paths.blob_data(Digest.parse(digest_of(data)))
-    old = (timezone.now() - timedelta(days=2)).timestamp()
-    os.utime(path, (old, old))
+    age_data(digest_of(data))
 
     result = gc.collect(gc.Options())
 

@@ -3,9 +3,7 @@ writers' next turn (sweep.writing's pause), where the collector used to sleep; a
 DEFERRED_AT_MOST entries wait, and a collection or scrub leaves none behind, even when it fails."""
 from __future__ import annotations
 
-import os
 import threading
-import time
 from datetime import timedelta
 from typing import Iterator
 
@@ -16,7 +14,7 @@ from registry.digests import Digest
 from registry.services import gc, scrub, sweep
 from registry.storage import default_driver, paths
 from registry.storage.driver import PathNotFound, StorageDriver
-from tests.support.lifecycle import age_everything, digest_of, has_data, push_blob
+from tests.support.lifecycle import age_data, age_everything, digest_of, has_data, push_blob
 
 pytestmark = pytest.mark.django_db(transaction=True)  # writing pauses after outermost transactions only
 
@@ -33,12 +31,6 @@ def data_without_rows(driver: StorageDriver, count: int) -> list[tuple[str, int]
         driver.write(paths.blob_data(Digest.parse(digest_of(data))), data)
         found.append((digest_of(data), len(data)))
     return found
-
-
-def age_files(found: list[tuple[str, int]]) -> None:
-    old = time.time() - 2 * 24 * 3600
-    for digest, _size in found:
-        os.utime(default_driver().root / paths.blob_data(Digest.parse(digest)), (old, old))
 
 
 def waiting(driver: StorageDriver) -> int:
@@ -83,7 +75,8 @@ def test_a_collection_leaves_nothing_in_the_trash_even_when_it_fails(monkeypatch
     pushed = [push_blob("team/app", f"never referenced {n}".encode()) for n in range(15)]
     orphans = data_without_rows(driver, 5)
     age_everything()
-    age_files(orphans)
+    for digest, _size in orphans:
+        age_data(digest)
     at_the_sweep: list[int] = []
     sweep_orphans = gc._Run.orphaned_files
     walk = sweep.files_without_rows
@@ -108,7 +101,8 @@ def test_a_collection_leaves_nothing_in_the_trash_even_when_it_fails(monkeypatch
 def test_a_repairing_scrub_leaves_nothing_in_the_trash() -> None:
     driver = default_driver()
     found = data_without_rows(driver, 12)
-    age_files(found)
+    for digest, _size in found:
+        age_data(digest)
 
     result = scrub.scrub(repair=True, grace=timedelta(hours=1))
 

@@ -8,14 +8,13 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.utils import timezone
 
 from registry.digests import Digest
 from registry.models import Blob, BlobLink
 from registry.services import blobs, scrub, sweep
 from registry.services.exceptions import BlobUnknown
 from registry.storage import default_driver, paths
-from tests.support.lifecycle import digest_of, has_data, has_row, push_blob, push_image
+from tests.support.lifecycle import age_data, digest_of, has_data, has_row, push_blob, push_image
 
 pytestmark = pytest.mark.django_db
 
@@ -77,8 +76,7 @@ def test_it_finds_rows_without_data_and_data_without_rows() -> None:
     _data_path(lost).unlink()
     stray = push_blob("team/app", b"its row was deleted" * 10)
     Blob.objects.filter(digest=stray).delete()
-    old = (timezone.now() - timedelta(days=2)).timestamp()
-    os.utime(_data_path(stray), (old, old))
+    age_data(stray)
 
     lines, error = _scrub()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 from datetime import timedelta
 
 from django.utils import timezone
@@ -71,6 +72,12 @@ def age_everything(hours: float = 48) -> None:
     Manifest.objects.update(created_at=then)
     Tag.objects.update(updated_at=then)
     Upload.objects.update(created_at=then, updated_at=then)
+
+
+def age_data(digest: str, hours: float = 48) -> None:
+    """Move a blob data file's modification time back, as if written ``hours`` ago."""
+    then = (timezone.now() - timedelta(hours=hours)).timestamp()
+    os.utime(default_driver().root / paths.blob_data(Digest.parse(digest)), (then, then))
 
 
 def has_data(digest: str) -> bool:
